@@ -1,0 +1,1 @@
+"""dg — watch DiffusionGemma denoise its canvas. `python -m dg --help` lists the commands."""

@@ -1,0 +1,1 @@
+"""The embedded DiffusionGemma-Tiny: tokenizer, synthetic skills, training and evaluation."""
