@@ -1,0 +1,206 @@
+"""Tests for the tiny model's synthetic skills: `python -m pytest tests/tiny/test_skills.py -q`."""
+
+import json
+import random
+import re
+
+import pytest
+
+from dg.tiny import pictures
+from dg.tiny.skills import (
+    SKILLS,
+    THINKING_SKILLS,
+    addition_trace,
+    corpus,
+    count_solutions,
+    make_example,
+    sample_examples,
+    score,
+)
+
+N = 250  # 50 per skill
+
+
+@pytest.fixture(scope="module")
+def examples():
+    return sample_examples(seed=7, n=N)
+
+
+def of(examples, skill):
+    return [e for e in examples if e.skill == skill]
+
+
+def corrupt(answer: str) -> str:
+    """Change the last letter or digit, keeping the format (a sudoku stays a grid, JSON stays JSON)."""
+    i = max(i for i, ch in enumerate(answer) if ch.isalnum())
+    ch = answer[i]
+    new = str((int(ch) + 1) % 10) if ch.isdigit() else ("a" if ch.lower() == "z" else chr(ord(ch) + 1))
+    return answer[:i] + new + answer[i + 1:]
+
+
+def test_same_seed_gives_the_same_examples_and_another_seed_does_not():
+    a, b, c = sample_examples(3, 20), sample_examples(3, 20), sample_examples(4, 20)
+    key = lambda e: (e.skill, e.prompt, e.answer, e.thought, e.target, e.image and e.image.tobytes())
+    assert [key(e) for e in a] == [key(e) for e in b]
+    assert [key(e) for e in a] != [key(e) for e in c]
+
+
+def test_examples_go_round_robin_over_the_requested_skills():
+    assert [e.skill for e in sample_examples(0, 10)] == list(SKILLS) * 2
+    assert [e.skill for e in sample_examples(0, 4, skills=("json", "story"))] == ["json", "story"] * 2
+
+
+@pytest.mark.parametrize("skill", SKILLS)
+def test_reference_answers_score_true_and_corrupted_ones_false(examples, skill):
+    for e in of(examples, skill):
+        assert score(e, e.answer), e
+        assert score(e, f"  {e.answer} \n"), e
+        assert not score(e, corrupt(e.answer)), e
+        assert not score(e, ""), e
+
+
+def test_json_score_compares_records_not_spelling():
+    e = make_example("json", random.Random(0))
+    record = json.loads(e.answer)
+    assert score(e, json.dumps(dict(reversed(record.items())), indent=1))
+    assert not score(e, e.answer[:-1])  # truncated: does not parse
+
+
+def test_only_skills_with_a_trace_think_and_only_when_asked(examples):
+    for skill in SKILLS:
+        assert make_example(skill, random.Random(1), thinking=False).thought == ""
+        assert bool(make_example(skill, random.Random(1), thinking=True).thought) == (skill in THINKING_SKILLS)
+    for skill in THINKING_SKILLS:
+        thinking = [bool(e.thought) for e in of(examples, skill)]
+        assert any(thinking) and not all(thinking)
+
+
+def test_the_answer_is_a_function_of_the_prompt():
+    seen = {}
+    for e in sample_examples(11, 2000, skills=("arithmetic", "json", "story", "sudoku")):
+        assert seen.setdefault(e.prompt, e.answer) == e.answer, e.prompt
+
+
+def test_answers_and_thoughts_fit_about_two_canvases(examples):
+    for e in examples:
+        assert 0 < len(e.answer) <= 90 and len(e.answer) + len(e.thought) <= 200, e
+        assert e.target == e.answer
+
+
+def grid(text: str) -> list[int | None]:
+    return [None if ch == "." else int(ch) for ch in text.replace("/", "")]
+
+
+def test_sudoku_puzzles_have_4_to_8_blanks_and_one_solution_which_is_the_answer(examples):
+    for e in of(examples, "sudoku"):
+        puzzle, solution = grid(e.prompt.split(": ")[1]), grid(e.answer)
+        assert 4 <= puzzle.count(None) <= 8
+        assert count_solutions(puzzle) == 1
+        assert all(p is None or p == s for p, s in zip(puzzle, solution))
+        rows = [solution[i * 4:(i + 1) * 4] for i in range(4)]
+        cols = [solution[i::4] for i in range(4)]
+        boxes = [[solution[(r + i) * 4 + c + j] for i in range(2) for j in range(2)] for r in (0, 2) for c in (0, 2)]
+        assert all(sorted(g) == [1, 2, 3, 4] for g in rows + cols + boxes)
+
+
+def test_sudoku_thought_fills_every_blank_once_with_its_answer_digit(examples):
+    for e in of(examples, "sudoku"):
+        if not e.thought:
+            continue
+        puzzle, solution = grid(e.prompt.split(": ")[1]), grid(e.answer)
+        steps = re.findall(r"r(\d)c(\d)=(\d)", e.thought)
+        cells = [(int(r) - 1) * 4 + int(c) - 1 for r, c, _ in steps]
+        assert sorted(cells) == [i for i, p in enumerate(puzzle) if p is None]
+        assert all(solution[cell] == int(d) for cell, (_, _, d) in zip(cells, steps))
+
+
+def test_addition_trace_writes_each_column_with_its_carry():
+    assert addition_trace(487, 356) == "7+6=13 write 3 carry 1; 8+5+1=14 write 4 carry 1; 4+3+1=8 write 8; answer 843"
+    assert addition_trace(95, 17) == "5+7=12 write 2 carry 1; 9+1+1=11 write 1 carry 1; write 1; answer 112"
+    assert addition_trace(120, 34) == "0+4=4 write 4; 2+3=5 write 5; 1+0=1 write 1; answer 154"
+
+
+def test_arithmetic_answer_is_the_sum_and_the_thought_ends_with_it(examples):
+    for e in of(examples, "arithmetic"):
+        a, b = map(int, re.findall(r"\d+", e.prompt))
+        assert 10 <= a <= 999 and 10 <= b <= 999
+        assert e.answer == str(a + b)
+        assert not e.thought or e.thought.endswith(f"answer {a + b}")
+
+
+def read_scene(image) -> tuple[pictures.Shape, ...]:
+    """Recover (kind, colour, cell) from pixels: colour at the cell centre, kind from how much of the
+    bounding box the colour fills (square 1, circle π/4, triangle 1/2)."""
+    names = {rgb: name for name, rgb in pictures.COLOURS.items()}
+    px, half = image.load(), pictures.PICTURE_PX // 2
+    shapes = []
+    for cell in range(len(pictures.POSITIONS)):
+        colour = names.get(px[pictures.cell_centre(cell)])
+        if colour is None:
+            assert px[pictures.cell_centre(cell)] == pictures.BACKGROUND
+            continue
+        x0, y0 = (cell % 2) * half, (cell // 2) * half
+        rgb = pictures.COLOURS[colour]
+        xy = [(x, y) for x in range(x0, x0 + half) for y in range(y0, y0 + half) if px[x, y] == rgb]
+        xs, ys = [x for x, _ in xy], [y for _, y in xy]
+        assert min(xs) > x0 and max(xs) < x0 + half - 1, "shape must stay inside its cell"
+        assert max(xs) - min(xs) >= 50 and max(ys) - min(ys) >= 50, "shape must span several ViT patches"
+        fill = len(xy) / ((max(xs) - min(xs) + 1) * (max(ys) - min(ys) + 1))
+        kind = "square" if fill > 0.95 else "circle" if fill > 0.65 else "triangle"
+        shapes.append(pictures.Shape(kind, colour, cell, (0, 0)))
+    return tuple(shapes)
+
+
+def test_picture_answers_can_be_read_back_from_the_pixels(examples):
+    for e in of(examples, "picture"):
+        assert e.image.mode == "RGB" and e.image.size == (pictures.PICTURE_PX, pictures.PICTURE_PX)
+        scene = read_scene(e.image)
+        assert 1 <= len(scene) <= 4 and len({s.colour for s in scene}) == len(scene)
+        if e.prompt.startswith("How many"):
+            assert e.answer == str(len(scene))
+        elif e.prompt.startswith("Describe"):
+            assert e.answer == pictures.describe(scene)
+        elif e.prompt.startswith("What colour is the "):
+            kind = e.prompt.removeprefix("What colour is the ").rstrip("?")
+            assert [s.colour for s in scene if s.kind == kind] == [e.answer]
+        else:
+            position = e.prompt.removeprefix("What shape is in the ").rstrip("?")
+            assert [s.kind for s in scene if pictures.POSITIONS[s.cell] == position] == [e.answer]
+        assert e.answer.lower() not in e.prompt.lower()
+
+
+def test_json_answers_parse_and_every_value_comes_from_the_prompt(examples):
+    for e in of(examples, "json"):
+        record = json.loads(e.answer)
+        assert list(record)[0] == "name" and 2 <= len(record) <= 4
+        assert set(record) <= {"name", "age", "city", "job", "pet"}
+        assert all(str(v) in e.prompt for v in record.values())
+
+
+def test_story_answer_names_the_prompts_name_animal_and_food(examples):
+    for e in of(examples, "story"):
+        words = set(re.findall(r"\w+", e.answer))
+        assert len(words & set(re.findall(r"\w+", e.prompt))) >= 3 and e.answer.endswith(".")
+
+
+def test_corpus_yields_every_prompt_thought_and_answer_deterministically():
+    texts = list(corpus(5, 10))
+    assert texts == list(corpus(5, 10))
+    expected = [t for e in sample_examples(5, 10) for t in (e.prompt, e.thought, e.answer) if t]
+    assert texts == expected
+
+
+@pytest.mark.parametrize("bad", ["chess", "", "Sudoku"])
+def test_unknown_skill_raises_value_error_naming_it(bad):
+    with pytest.raises(ValueError, match=repr(bad)):
+        make_example(bad, random.Random(0))
+    with pytest.raises(ValueError, match=repr(bad)):
+        sample_examples(0, 3, skills=("json", bad))
+
+
+@pytest.mark.parametrize("n", [0, -3])
+def test_non_positive_n_raises_value_error_naming_it(n):
+    with pytest.raises(ValueError, match=str(n)):
+        sample_examples(0, n)
+    with pytest.raises(ValueError, match=str(n)):
+        corpus(0, n)
