@@ -1,0 +1,102 @@
+"""Load a DiffusionGemma checkpoint with its processor and generation config.
+
+`load()` takes the embedded tiny model by default, a local folder, or a hub id that is already in the
+local Hugging Face cache (nothing is downloaded). Weights come from safetensors only and no remote
+code is run. bf16 on CUDA when available, float32 on CPU.
+
+    python -c "from dg.loading import load; print(load().describe())"
+"""
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from dg.config import SamplerConfig
+
+EMBEDDED_MODEL = Path(__file__).resolve().parent.parent / "assets" / "diffusiongemma-tiny"
+RELEASE_ID = "google/diffusiongemma-26B-A4B-it"
+
+
+@dataclass
+class Loaded:
+    model: object  # DiffusionGemmaForBlockDiffusion
+    processor: object  # Gemma4Processor
+    sampler_config: SamplerConfig
+    source: str
+    device: torch.device
+    dtype: torch.dtype
+
+    @property
+    def tokenizer(self):
+        return self.processor.tokenizer
+
+    @property
+    def eos_token_ids(self) -> list[int]:
+        return eos_token_ids(self.model)
+
+    def describe(self) -> str:
+        n = sum(p.numel() for p in self.model.parameters())
+        cfg = self.model.config
+        return (f"{self.source}: {n / 1e6:.1f} M params, vocab {cfg.text_config.vocab_size}, "
+                f"canvas {cfg.canvas_length}, {self.dtype} on {self.device}")
+
+
+def eos_token_ids(model) -> list[int]:
+    eos = model.generation_config.eos_token_id
+    if eos is None:
+        eos = model.config.text_config.eos_token_id
+    return [eos] if isinstance(eos, int) else list(eos or [])
+
+
+def pick_device(device=None) -> tuple[torch.device, torch.dtype]:
+    device = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return device, torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+def resolve(model: str | os.PathLike | None) -> str:
+    """Return a local folder or a cached hub id; raise with every place that was looked at."""
+    if model is None:
+        model = EMBEDDED_MODEL
+    path = Path(model).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").exists():
+            raise FileNotFoundError(f"{path} is a folder but has no config.json: not a checkpoint")
+        return str(path)
+    name = str(model)
+    if name.count("/") == 1 and not path.exists():
+        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub.constants import HF_HUB_CACHE
+
+        if isinstance(try_to_load_from_cache(name, "config.json"), str):
+            return name
+        raise FileNotFoundError(
+            f"model {name!r} not found: no local folder {path.resolve()} and not in the Hugging Face "
+            f"cache {HF_HUB_CACHE} (dg never downloads; fetch it first with `hf download {name}`)")
+    raise FileNotFoundError(f"model {name!r} not found: no folder at {path.resolve()}")
+
+
+def check_vocab(model, processor) -> None:
+    """Fail loudly when the tokenizer can emit ids the model has no embedding for."""
+    n_tokens = len(processor.tokenizer)
+    vocab = model.config.text_config.vocab_size
+    if n_tokens > vocab:
+        raise ValueError(f"tokenizer has {n_tokens} tokens but the model's vocab_size is {vocab}: "
+                         "they come from different checkpoints")
+
+
+def load(model: str | os.PathLike | None = None, device=None, dtype: torch.dtype | None = None) -> Loaded:
+    from transformers import AutoProcessor, DiffusionGemmaForBlockDiffusion
+
+    source = resolve(model)
+    device, default_dtype = pick_device(device)
+    dtype = dtype or default_dtype
+    local_only = {"local_files_only": True}
+    net = DiffusionGemmaForBlockDiffusion.from_pretrained(
+        source, dtype=dtype, use_safetensors=True, trust_remote_code=False, **local_only)
+    net.to(device).eval()
+    processor = AutoProcessor.from_pretrained(source, trust_remote_code=False, **local_only)
+    check_vocab(net, processor)
+    sampler_config = SamplerConfig.from_generation_config(net.generation_config)
+    return Loaded(net, processor, sampler_config, source, device, dtype)

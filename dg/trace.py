@@ -1,0 +1,232 @@
+"""Traces of a run: the records the sampler streams, and the metrics computed from them.
+
+A diffusion run streams `RunStart`, then one `StepRecord` per denoising step and one `CanvasRecord`
+per committed canvas, then `RunEnd`. An AR run streams `RunStart`, one `TokenRecord` per token, then
+`RunEnd`. `Trace` collects them (live, with `add`) and exports to JSON and back.
+
+Metrics (report §3.4; see ../README.md):
+- NFE: decoder forwards + encoder forwards actually run.
+- TPF = generated tokens / (total denoising steps + K − 1) for K canvases; transformers'
+  `tokens_per_forward` omits the K − 1 (kept here as `tpf_transformers`).
+- Effective steps: token-weighted mean of steps per canvas.
+- Effective tok/s = generated tokens / wall time; TTFT = time to the first committed token.
+"""
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+
+import numpy as np
+
+
+@dataclass
+class RunStart:
+    mode: str  # "diffusion" | "ar"
+    prompt_length: int
+    canvas_length: int
+    vocab_size: int
+    max_new_tokens: int
+    config: dict
+    eos_token_ids: list
+    pad_token_id: int | None
+    kind: str = "start"
+
+
+@dataclass
+class StepRecord:
+    """Everything one denoising step did; arrays are per canvas position, length C."""
+
+    canvas: int  # canvas index k, 0-based
+    step: int  # 1-based step within the canvas
+    temperature: float
+    noisy: np.ndarray  # the canvas fed to the decoder at this step
+    argmax: np.ndarray  # x̂: argmax of softmax(logits / τ)
+    sampled: np.ndarray  # candidate drawn per position
+    accepted: np.ndarray  # bool: kept by the entropy bound this step
+    entropy: np.ndarray  # float32 entropy of softmax(logits / τ)
+    accepted_entropy: float  # Σ H − max H over the accepted positions (compared with the bound)
+    entropy_bound: float
+    mean_entropy: float
+    stable: bool  # x̂ equal to the previous `stability_threshold` steps' x̂
+    confident: bool  # mean entropy below the confidence threshold
+    stop_reason: str | None  # "stable_confident" | "step_cap" on a canvas's last step, else None
+    topk_ids: np.ndarray  # (C, k) most likely tokens at this step
+    topk_probs: np.ndarray  # (C, k) their probabilities under softmax(logits / τ)
+    t: float  # seconds since the run started, when the step finished
+    kind: str = "step"
+
+    @property
+    def n_accepted(self) -> int:
+        return int(self.accepted.sum())
+
+
+@dataclass
+class CanvasRecord:
+    canvas: int
+    steps: int
+    stop_reason: str  # "stable_confident" | "step_cap"
+    committed: np.ndarray  # final argmax canvas, everything after the first EOS set to pad
+    tokens: int  # non-pad tokens committed
+    eos: bool  # an EOS token ended generation inside this canvas
+    t: float
+    kind: str = "canvas"
+
+
+@dataclass
+class TokenRecord:
+    index: int
+    token_id: int
+    entropy: float
+    topk_ids: np.ndarray  # (k,)
+    topk_probs: np.ndarray  # (k,)
+    t: float
+    kind: str = "token"
+
+
+@dataclass
+class RunEnd:
+    finish_reason: str  # "eos" | "max_new_tokens" | "cancelled"
+    encoder_forwards: int
+    decoder_forwards: int
+    t: float
+    kind: str = "end"
+
+
+RECORD_TYPES = {cls.kind: cls for cls in (RunStart, StepRecord, CanvasRecord, TokenRecord, RunEnd)}
+_ARRAY_DTYPES = {"noisy": np.int64, "argmax": np.int64, "sampled": np.int64, "accepted": bool,
+                 "entropy": np.float32, "committed": np.int64, "topk_ids": np.int64, "topk_probs": np.float32}
+
+
+def record_to_dict(record) -> dict:
+    out = {}
+    for f in fields(record):
+        value = getattr(record, f.name)
+        out[f.name] = value.tolist() if isinstance(value, np.ndarray) else value
+    return out
+
+
+def record_from_dict(data: dict):
+    cls = RECORD_TYPES[data["kind"]]
+    values = {k: np.asarray(v, dtype=_ARRAY_DTYPES[k]) if k in _ARRAY_DTYPES else v for k, v in data.items()}
+    return cls(**values)
+
+
+@dataclass
+class Trace:
+    """All records of one run, in order, plus the views and metrics the UI and CLI need."""
+
+    start: RunStart | None = None
+    steps: list = field(default_factory=list)  # StepRecord
+    canvases: list = field(default_factory=list)  # CanvasRecord
+    tokens: list = field(default_factory=list)  # TokenRecord (AR mode)
+    end: RunEnd | None = None
+
+    def add(self, record):
+        kind = record.kind
+        if kind == "start":
+            self.start = record
+        elif kind == "step":
+            self.steps.append(record)
+        elif kind == "canvas":
+            self.canvases.append(record)
+        elif kind == "token":
+            self.tokens.append(record)
+        elif kind == "end":
+            self.end = record
+        else:
+            raise ValueError(f"unknown record kind {kind!r}")
+        return record
+
+    @property
+    def mode(self) -> str:
+        return self.start.mode if self.start else "diffusion"
+
+    @property
+    def done(self) -> bool:
+        return self.end is not None
+
+    @property
+    def token_ids(self) -> list[int]:
+        """Generated ids: committed canvases with trailing pad removed (diffusion) or AR tokens."""
+        if self.mode == "ar":
+            return [r.token_id for r in self.tokens]
+        ids = [int(i) for c in self.canvases for i in c.committed]
+        pad = self.start.pad_token_id if self.start else None
+        while ids and pad is not None and ids[-1] == pad:
+            ids.pop()
+        return ids
+
+    def steps_of(self, canvas: int) -> list:
+        return [r for r in self.steps if r.canvas == canvas]
+
+    def metrics(self) -> dict:
+        return compute_metrics(self)
+
+    def to_dict(self) -> dict:
+        records = [self.start, *self.steps, *self.canvases, *self.tokens, self.end]
+        return {"records": [record_to_dict(r) for r in records if r is not None], "metrics": self.metrics()}
+
+    def to_json(self, **kwargs) -> str:
+        return json.dumps(self.to_dict(), **kwargs)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Trace":
+        trace = cls()
+        for record in data["records"]:
+            trace.add(record_from_dict(record))
+        return trace
+
+    @classmethod
+    def from_json(cls, text: str) -> "Trace":
+        return cls.from_dict(json.loads(text))
+
+
+def compute_metrics(trace: Trace) -> dict:
+    """NFE, TPF (report §3.4), effective steps, TTFT and throughputs of a (possibly partial) run."""
+    wall = trace.end.t if trace.end else max([r.t for r in (*trace.steps, *trace.canvases, *trace.tokens)], default=0.0)
+    if trace.mode == "ar":
+        n = len(trace.tokens)
+        nfe = trace.end.encoder_forwards if trace.end else n
+        ttft = trace.tokens[0].t if trace.tokens else None
+        return _rates(tokens=n, nfe=nfe, tpf=n / nfe if nfe else 0.0, tpf_transformers=n / nfe if nfe else 0.0,
+                      effective_steps=1.0 if n else 0.0, total_steps=n, canvases=0, wall=wall, ttft=ttft,
+                      parallel=None)
+    total_steps = len(trace.steps)
+    k = len(trace.canvases)
+    tokens = sum(c.tokens for c in trace.canvases)
+    weighted = sum(c.tokens * c.steps for c in trace.canvases)
+    canvas_length = trace.start.canvas_length if trace.start else 0
+    encoder = trace.end.encoder_forwards if trace.end else k + (1 if trace.steps else 0)
+    ttft = next((c.t for c in trace.canvases if c.tokens > 0), None)
+    return _rates(
+        tokens=tokens,
+        nfe=total_steps + encoder,
+        tpf=tokens / (total_steps + k - 1) if total_steps + k - 1 > 0 else 0.0,
+        tpf_transformers=tokens / total_steps if total_steps else 0.0,
+        effective_steps=weighted / tokens if tokens else 0.0,
+        total_steps=total_steps,
+        canvases=k,
+        wall=wall,
+        ttft=ttft,
+        parallel=canvas_length * total_steps / wall if wall > 0 else 0.0,
+    )
+
+
+def _rates(*, tokens, nfe, tpf, tpf_transformers, effective_steps, total_steps, canvases, wall, ttft, parallel):
+    return {
+        "tokens": tokens,
+        "nfe": nfe,
+        "tpf": tpf,
+        "tpf_transformers": tpf_transformers,
+        "effective_steps": effective_steps,
+        "total_steps": total_steps,
+        "canvases": canvases,
+        "wall_s": wall,
+        "ttft_s": ttft,
+        "effective_tok_s": tokens / wall if wall > 0 else 0.0,
+        "parallel_tok_s": parallel,
+    }
+
+
+def record_nbytes(record) -> int:
+    """Bytes held by a record's arrays (what a per-step record costs in memory)."""
+    return sum(v.nbytes for v in asdict(record).values() if isinstance(v, np.ndarray))
