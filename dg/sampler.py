@@ -145,10 +145,10 @@ def stream_diffusion(model, inputs: dict, config: SamplerConfig | None = None, *
         extra = {key: v for key, v in extra.items() if key not in PREFILL_ONLY_KEYS}
         decoder_positions = torch.arange(cur_len, cur_len + canvas_length, dtype=torch.int32, device=device)[None]
         decoder_mask = torch.nn.functional.pad(attention_mask, (0, canvas_length), value=True)
+        canvas = torch.randint(0, vocab_size, (1, canvas_length), device=device)
         if k == 0 and init_canvas is not None:
+            # generate() draws the random canvas even when a seed canvas replaces it; so do we (same RNG)
             canvas = init_canvas.to(device)
-        else:
-            canvas = torch.randint(0, vocab_size, (1, canvas_length), device=device)
         mask_mapping = model.model.decoder.create_diffusion_decoder_attention_mask(
             config=model.config, inputs_embeds=canvas.unsqueeze(-1), past_key_values=cache,
             decoder_attention_mask=decoder_mask)
