@@ -1,0 +1,189 @@
+"""Educator helpers: the forward (noising) process, one bare decoder pass, and one sampler step in stages.
+
+`corrupt` is the training-time forward process (report §3.1), `denoise_once` runs the model once on
+a canvas you choose (what step 1 of the sampler sees), and `walkthrough` splits a recorded step of
+a trace into the stages of Algorithm 1 with that step's real numbers, as small HTML tables.
+
+    python -m pytest tests/test_learn.py -q
+"""
+
+import html
+
+import numpy as np
+import torch
+
+from dg.config import SamplerConfig
+from dg.kernels.sampling import entropy_bound_mask
+from dg.prompts import build_inputs
+from dg.render import CSS, STATE_COLORS, token_piece
+from dg.sampler import PREFILL_ONLY_KEYS, encode, new_cache, split_inputs
+
+TOPK = 5
+STAGES = ("decode", "temperature", "entropy", "sort_bound", "accept", "renoise")
+
+
+def corrupt(token_ids: list[int], t: float, vocab_size: int, seed: int = 0) -> tuple[list[int], list[bool]]:
+    """Replace each token, independently with probability t, by a uniform random token (report §3.1).
+
+    The replacement is uniform over the whole vocabulary, so it can draw the original token again;
+    the mask still says it was replaced (that is what the training loss sees).
+    """
+    if not 0.0 <= t <= 1.0:
+        raise ValueError(f"t must be in [0, 1], got {t}")
+    if vocab_size <= 0:
+        raise ValueError(f"vocab_size must be > 0, got {vocab_size}")
+    rng = np.random.default_rng(seed)
+    ids = np.asarray(list(token_ids), dtype=np.int64)
+    replaced = rng.random(ids.shape[0]) < t
+    noise = rng.integers(0, vocab_size, ids.shape[0])
+    return np.where(replaced, noise, ids).tolist(), replaced.tolist()
+
+
+@torch.no_grad()
+def denoise_once(model, processor, prompt: str, canvas_ids: list[int], *, thinking=False,
+                 temperature: float | None = None, topk: int = TOPK) -> dict:
+    """One decoder pass on `canvas_ids` after encoding `prompt`, without self-conditioning (as step 1).
+
+    The canvas is padded with pad / truncated to the model's canvas length. τ defaults to the first
+    step's temperature of the checkpoint's sampler config (t_max).
+    """
+    config = SamplerConfig.from_generation_config(model.generation_config)
+    tau = float(config.temperature(config.max_denoising_steps)) if temperature is None else float(temperature)
+    if not tau > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    canvas_length = model.config.canvas_length
+    vocab_size = model.config.text_config.vocab_size
+    pad = model.generation_config.pad_token_id
+    pad = model.config.text_config.pad_token_id if pad is None else pad
+    ids = [int(i) for i in canvas_ids][:canvas_length]
+    if any(not 0 <= i < vocab_size for i in ids):
+        raise ValueError(f"canvas ids must be in [0, {vocab_size}), got {[i for i in ids if not 0 <= i < vocab_size]}")
+    ids += [pad] * (canvas_length - len(ids))
+    device = model.device
+    input_ids, extra = split_inputs(build_inputs(processor, prompt, thinking=thinking, device=device))
+    prompt_length = input_ids.shape[1]
+    cache = new_cache(model)
+    mask = torch.ones((1, prompt_length), dtype=torch.bool, device=device)
+    encode(model, input_ids, cache, torch.arange(prompt_length, dtype=torch.int32, device=device)[None], mask, extra)
+    extra = {k: v for k, v in extra.items() if k not in PREFILL_ONLY_KEYS}
+    canvas = torch.tensor([ids], device=device)  # (1, C)
+    positions = torch.arange(prompt_length, prompt_length + canvas_length, dtype=torch.int32, device=device)[None]
+    mask_mapping = model.model.decoder.create_diffusion_decoder_attention_mask(
+        config=model.config, inputs_embeds=canvas.unsqueeze(-1), past_key_values=cache,
+        decoder_attention_mask=torch.nn.functional.pad(mask, (0, canvas_length), value=True))
+    logits = model(decoder_input_ids=canvas, self_conditioning_logits=None, decoder_attention_mask=mask_mapping,
+                   past_key_values=cache, decoder_position_ids=positions, **extra).logits
+    scaled = logits[0].float() / tau  # (C, V)
+    probs, top = torch.topk(torch.softmax(scaled, dim=-1), topk, dim=-1)  # (C, k)
+    entropy = torch.distributions.Categorical(logits=scaled).entropy()  # (C,)
+    return {"canvas": ids, "temperature": tau, "argmax": scaled.argmax(-1).tolist(), "entropy": entropy.tolist(),
+            "topk_ids": top.tolist(), "topk_probs": probs.tolist()}
+
+
+def _table(headers, rows) -> str:
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f'{CSS}<div class="dg-view"><table class="dg-bars"><tr>{head}</tr>{body}</table></div>'
+
+
+def _bar(value: float, scale: float, color: str) -> str:
+    width = 0 if scale <= 0 else 100 * min(max(value / scale, 0.0), 1.0)
+    return f'<span class="dg-meter"><i style="width:{width:.0f}%;background:{color}"></i></span>'
+
+
+def _piece(tokenizer, token_id) -> str:
+    return html.escape(token_piece(tokenizer, token_id))
+
+
+def walkthrough(trace, tokenizer, step_index: int) -> list[dict]:
+    """The six stages of one recorded sampler step (report Algorithm 1), each with that step's numbers."""
+    if trace.mode != "diffusion":
+        raise ValueError(f"walkthrough explains a diffusion step; this is a {trace.mode} trace")
+    if not 0 <= step_index < len(trace.steps):
+        raise ValueError(f"step_index must be in [0, {len(trace.steps) - 1}], got {step_index}")
+    rec = trace.steps[step_index]
+    previous = trace.steps[step_index - 1] if step_index > 0 else None
+    previous = previous if previous is not None and previous.canvas == rec.canvas else None
+    return [_decode_stage(tokenizer, rec, previous), _temperature_stage(trace, rec), _entropy_stage(tokenizer, rec),
+            _bound_stage(rec), _accept_stage(tokenizer, rec), _renoise_stage(trace, rec, step_index)]
+
+
+def _decode_stage(tokenizer, rec, previous) -> dict:
+    kept = previous.accepted if previous is not None else np.zeros_like(rec.accepted)
+    rows = [[pos, _piece(tokenizer, t), "kept (accepted last step)" if kept[pos] else "random"]
+            for pos, t in enumerate(rec.noisy)]
+    numbers = {"canvas": rec.canvas, "step": rec.step, "canvas_length": len(rec.noisy),
+               "kept_from_previous_step": int(kept.sum()), "random": int((~kept).sum()),
+               "self_conditioning": previous is not None}
+    sc = "with self-conditioning on the previous step's logits/τ" if previous is not None else \
+        "no self-conditioning (first step of the canvas)"
+    return {"stage": "decode", "title": f"Decoder pass over the noisy canvas, {sc}",
+            "html": _table(["position", "token fed in", "origin"], rows), "numbers": numbers}
+
+
+def _temperature_stage(trace, rec) -> dict:
+    cfg = trace.start.config
+    t_min, t_max, n_max = cfg.get("t_min"), cfg.get("t_max"), cfg.get("max_denoising_steps")
+    numbers = {"temperature": rec.temperature, "t_min": t_min, "t_max": t_max, "max_denoising_steps": n_max,
+               "steps_remaining": (n_max - rec.step + 1) if n_max else None}
+    scale = (t_max - t_min) if t_max is not None and t_min is not None else 0.0
+    meter = _bar(rec.temperature - (t_min or 0.0), scale, STATE_COLORS["changed"])
+    rows = [["τ", f"{rec.temperature:.4f}", meter],
+            ["schedule", f"t_min + (t_max − t_min) · remaining / N = {t_min} + ({t_max} − {t_min}) · "
+                         f"{numbers['steps_remaining']}/{n_max}", ""]]
+    return {"stage": "temperature", "title": f"Temperature τ = {rec.temperature:.3f} (linear from t_max to t_min)",
+            "html": _table(["", "value", "t_min → t_max"], rows), "numbers": numbers}
+
+
+def _entropy_stage(tokenizer, rec) -> dict:
+    top = float(rec.entropy.max()) if len(rec.entropy) else 0.0
+    rows = [[pos, _piece(tokenizer, rec.argmax[pos]), f"{float(h):.4f}", _bar(float(h), top, STATE_COLORS["noise"])]
+            for pos, h in enumerate(rec.entropy)]
+    numbers = {"entropy": [float(h) for h in rec.entropy], "mean_entropy": rec.mean_entropy,
+               "min": float(rec.entropy.min()), "max": top}
+    return {"stage": "entropy", "title": f"Entropy of softmax(logits/τ) per position (mean {rec.mean_entropy:.3f})",
+            "html": _table(["position", "argmax", "H (nats)", ""], rows), "numbers": numbers}
+
+
+def _bound_stage(rec) -> dict:
+    entropy = torch.from_numpy(np.asarray(rec.entropy, dtype=np.float32))
+    sorted_entropy, order = torch.sort(entropy)
+    cumulative = torch.cumsum(sorted_entropy, dim=-1)
+    lhs = cumulative - sorted_entropy  # Σ H_1..k − max H_1..k, since sorted ascending
+    k = int(entropy_bound_mask(entropy[None], rec.entropy_bound).sum())
+    rows = [[j + 1, int(order[j]), f"{float(sorted_entropy[j]):.4f}", f"{float(cumulative[j]):.4f}",
+             f"{float(lhs[j]):.4f}", "accept" if float(lhs[j]) <= rec.entropy_bound else "—"]
+            for j in range(len(order))]
+    numbers = {"sorted_entropy": sorted_entropy.tolist(), "order": order.tolist(), "cumulative": cumulative.tolist(),
+               "sum_minus_max": lhs.tolist(), "entropy_bound": rec.entropy_bound, "k": k}
+    return {"stage": "sort_bound",
+            "title": f"Sort by entropy; accept while Σ H − max H ≤ {rec.entropy_bound:g}: k = {k}",
+            "html": _table(["rank", "position", "H", "Σ H", "Σ H − max H", ""], rows), "numbers": numbers}
+
+
+def _accept_stage(tokenizer, rec) -> dict:
+    positions = [int(p) for p in np.flatnonzero(rec.accepted)]
+    rows = [[p, _piece(tokenizer, rec.sampled[p]), _piece(tokenizer, rec.argmax[p]), f"{float(rec.entropy[p]):.4f}"]
+            for p in positions]
+    numbers = {"accepted": len(positions), "positions": positions,
+               "tokens": [int(rec.sampled[p]) for p in positions], "accepted_entropy": rec.accepted_entropy}
+    return {"stage": "accept", "title": f"Accept {len(positions)} positions: each keeps its sampled token",
+            "html": _table(["position", "sampled", "argmax", "H"], rows), "numbers": numbers}
+
+
+def _renoise_stage(trace, rec, step_index) -> dict:
+    positions = [int(p) for p in np.flatnonzero(~rec.accepted)]
+    following = trace.steps[step_index + 1] if step_index + 1 < len(trace.steps) else None
+    following = following if following is not None and following.canvas == rec.canvas else None
+    numbers = {"renoised": len(positions), "positions": positions, "stop_reason": rec.stop_reason,
+               "stable": rec.stable, "confident": rec.confident}
+    if rec.stop_reason:
+        note = (f"the canvas stops here ({rec.stop_reason.replace('_', ' + ')}): its argmax is committed "
+                "and the renoised canvas is discarded")
+    else:
+        note = "the next step's decoder reads accepted tokens plus fresh uniform random tokens"
+    if following is not None:
+        numbers["next_step_kept"] = int((following.noisy == rec.sampled)[rec.accepted].sum())
+    rows = [["renoised positions", len(positions)], ["accepted kept", rec.n_accepted], ["then", html.escape(note)]]
+    return {"stage": "renoise", "title": f"Renoise {len(positions)} positions with uniform random tokens",
+            "html": _table(["", ""], rows), "numbers": numbers}
