@@ -1,0 +1,262 @@
+"""Supervised fine-tuning of the tiny DiffusionGemma from scratch (report §4 SFT recipe, CPU-sized).
+
+Per example: one noise level t ~ U(eps, 1); every canvas token replaced by a uniform random token with
+probability t; unweighted cross-entropy over all canvas tokens (answer, `<turn|>`, pad fill), mean
+per example. Plus the encoder's AR loss (next-token CE over the clean model turn, weight 1.0) that
+keeps AR mode alive, and self-conditioning with p = 0.5. One encoder pass over prompt + clean reply
+feeds both losses; the decoder's `decoder_attention_mask` hides the clean tokens of its own canvas
+and later ones (the leak pitfall of the report's recipe).
+
+    python -m dg.tiny.train --out runs/tiny [--minutes 70] [--steps 4000] [--seed 0] [--resume]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+from transformers import AutoProcessor
+
+from dg.tiny import skills
+from dg.tiny.data import IGNORE_INDEX, Batch, encode_example, make_batch
+from dg.tiny.model import TinyModelConfig, build_model, check_vocab
+from dg.tiny.tokenizer import TokenizerConfig, build_processor
+
+# Harder skills (search, carries, vision) get twice the share of the mixture.
+SKILL_MIX = ("sudoku", "arithmetic", "picture", "json", "story", "sudoku", "arithmetic", "picture")
+DATA_SEED_BASE = 1000  # training streams use seeds >= 1000; evaluation uses small seeds
+CHECKPOINT = "checkpoint.pt"
+
+
+@dataclass
+class TrainConfig:
+    """Single source of the training defaults."""
+
+    out: str = "runs/tiny"
+    steps: int = 4000
+    minutes: float | None = None  # wall-clock cap; the run checkpoints and stops when it is reached
+    seed: int = 0
+    batch_size: int = 32
+    lr: float = 2e-3
+    min_lr_ratio: float = 0.05
+    warmup_steps: int = 50
+    weight_decay: float = 1e-4
+    betas: tuple[float, float] = (0.95, 0.99)
+    clip: float = 1.0
+    eps: float = 1e-3  # t ~ U(eps, 1)
+    self_conditioning_p: float = 0.5
+    ar_weight: float = 1.0
+    checkpoint_minutes: float = 5.0
+    threads: int = 2
+    model: TinyModelConfig = field(default_factory=TinyModelConfig)
+
+    def __post_init__(self):
+        if self.steps <= 0:
+            raise ValueError(f"steps must be > 0, got {self.steps}")
+        if self.minutes is not None and self.minutes <= 0:
+            raise ValueError(f"minutes must be > 0, got {self.minutes}")
+        if self.batch_size <= 0:
+            raise ValueError(f"batch_size must be > 0, got {self.batch_size}")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
+        if not 0 < self.eps < 1:
+            raise ValueError(f"eps must be in (0, 1), got {self.eps}")
+        if not 0 <= self.self_conditioning_p <= 1:
+            raise ValueError(f"self_conditioning_p must be in [0, 1], got {self.self_conditioning_p}")
+        if self.checkpoint_minutes <= 0:
+            raise ValueError(f"checkpoint_minutes must be > 0, got {self.checkpoint_minutes}")
+        if self.threads <= 0:
+            raise ValueError(f"threads must be > 0, got {self.threads}")
+
+
+def lr_at(step: int, cfg: TrainConfig, elapsed_s: float = 0.0) -> float:
+    """Linear warmup, then cosine decay to min_lr_ratio * lr at the end of the budget.
+
+    The budget is `cfg.steps`, or with `cfg.minutes` whichever of steps and wall clock runs out
+    first (so a time-capped run still anneals; only step-budgeted runs are bit-reproducible).
+    """
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+    if cfg.minutes is not None:
+        progress = max(progress, elapsed_s / (cfg.minutes * 60))
+    progress = min(1.0, progress)
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def step_seed(cfg: TrainConfig, step: int) -> int:
+    """Every random draw of a step derives from (seed, step), so a resumed run replays it exactly."""
+    return DATA_SEED_BASE + cfg.seed * 10_000_019 + step
+
+
+def batch_for_step(cfg: TrainConfig, step: int, processor) -> Batch:
+    examples = skills.sample_examples(step_seed(cfg, step), cfg.batch_size, SKILL_MIX)
+    encoded = [encode_example(e, processor) for e in examples]
+    return make_batch(encoded, cfg.model.canvas_length, processor.tokenizer, random.Random(step_seed(cfg, step)))
+
+
+def softcap_logits(model, hidden: torch.Tensor) -> torch.Tensor:
+    """AR logits from the encoder's (already final-normed) hidden states: softcap(lm_head(h))."""
+    cap = model.config.text_config.final_logit_softcapping
+    return torch.tanh(model.lm_head(hidden).float() / cap) * cap
+
+
+def corrupt(targets: torch.Tensor, vocab_size: int, eps: float, gen: torch.Generator):
+    """Uniform-noise forward process: per example t ~ U(eps, 1), each token renoised with prob t."""
+    batch, length = targets.shape
+    t = eps + (1 - eps) * torch.rand(batch, generator=gen)
+    noise = torch.randint(0, vocab_size, (batch, length), generator=gen)
+    renoise = torch.rand(batch, length, generator=gen) < t[:, None]
+    return torch.where(renoise, noise, targets), t
+
+
+@torch.no_grad()
+def self_conditioning_logits(model, decoder_kwargs: dict, use_sc: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """First pass without self-conditioning (exactly the sampler's step one), only for examples using SC.
+
+    Inference feeds temperature-scaled logits; high noise ~ early steps ~ temperature near t_max.
+    Examples without SC get zeros here and `self_conditioning_mask=False`, which zeroes the signal.
+    """
+    rows = use_sc.nonzero().squeeze(1)
+    cache = copy.copy(decoder_kwargs["past_key_values"])  # a view of the rows; the full cache stays intact
+    cache.layers = [copy.copy(layer) for layer in cache.layers]
+    cache.batch_select_indices(rows)
+    subset = {k: v[rows] for k, v in decoder_kwargs.items() if k != "past_key_values"}
+    first = model(**subset, past_key_values=cache).logits  # (S, C, V)
+    generation = model.generation_config
+    temperature = generation.t_min + (generation.t_max - generation.t_min) * t[rows]
+    out = torch.zeros(*decoder_kwargs["decoder_input_ids"].shape, first.shape[-1])
+    out[rows] = first / temperature[:, None, None]
+    return out
+
+
+def losses(model, batch: Batch, cfg: TrainConfig, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """AR loss on the encoder pass, diffusion loss on the (self-conditioned) decoder pass."""
+    enc = model.model.encoder(
+        input_ids=batch.input_ids,
+        attention_mask=batch.attention_mask,
+        pixel_values=batch.pixel_values,
+        image_position_ids=batch.image_position_ids,
+        mm_token_type_ids=batch.mm_token_type_ids,
+        use_cache=True,
+    )
+    supervised = batch.ar_labels != IGNORE_INDEX  # the model turn only
+    ar_logits = softcap_logits(model, enc.last_hidden_state[supervised])  # (N, V)
+    ar_loss = F.cross_entropy(ar_logits, batch.ar_labels[supervised])
+
+    vocab = model.config.text_config.vocab_size
+    noisy, t = corrupt(batch.canvas_targets, vocab, cfg.eps, gen)
+    decoder_kwargs = dict(
+        decoder_input_ids=noisy,
+        past_key_values=enc.past_key_values,
+        decoder_attention_mask=batch.decoder_attention_mask,
+        decoder_position_ids=batch.decoder_position_ids,
+    )
+    use_sc = torch.rand(noisy.shape[0], generator=gen) < cfg.self_conditioning_p
+    sc_logits = None
+    if use_sc.any():
+        sc_logits = self_conditioning_logits(model, decoder_kwargs, use_sc, t)
+    logits = model(**decoder_kwargs, self_conditioning_logits=sc_logits, self_conditioning_mask=use_sc).logits
+    per_token = F.cross_entropy(logits.flatten(0, 1), batch.canvas_targets.flatten(), reduction="none")
+    diffusion_loss = per_token.view_as(batch.canvas_targets.float()).mean(dim=1).mean()
+    return {"loss": diffusion_loss + cfg.ar_weight * ar_loss, "diffusion": diffusion_loss, "ar": ar_loss}
+
+
+def make_optimizer(model, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """Adam(0.95, 0.99) with decoupled weight decay on matrices only (norms and scales excluded)."""
+    params = {id(p): p for p in model.parameters() if p.requires_grad}.values()
+    decay = [p for p in params if p.ndim >= 2]
+    no_decay = [p for p in params if p.ndim < 2]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas)
+
+
+def load_or_build_processor(out: Path):
+    path = out / "processor"
+    if not path.exists():
+        tok_cfg = TokenizerConfig()
+        build_processor(skills.corpus(tok_cfg.corpus_seed, tok_cfg.corpus_size), tok_cfg).save_pretrained(path)
+    return AutoProcessor.from_pretrained(path)
+
+
+def save_checkpoint(out: Path, model, optimizer, processor, step: int, elapsed: float, cfg: TrainConfig) -> None:
+    """A resumable checkpoint plus a `save_pretrained` export of the weights so far."""
+    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
+             "elapsed": elapsed, "config": dataclasses.asdict(cfg), "rng": torch.get_rng_state()}
+    torch.save(state, out / (CHECKPOINT + ".tmp"))
+    (out / (CHECKPOINT + ".tmp")).replace(out / CHECKPOINT)
+    model.save_pretrained(out / "model")
+    processor.save_pretrained(out / "model")
+
+
+def train(cfg: TrainConfig, resume: bool = False) -> dict:
+    """Run (or resume) training; returns the last step's losses and the wall time."""
+    torch.set_num_threads(cfg.threads)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    processor = load_or_build_processor(out)
+    model = build_model(cfg.model, processor, seed=cfg.seed)
+    check_vocab(model, processor)
+    optimizer = make_optimizer(model, cfg)
+    start, elapsed = 0, 0.0
+    if resume and (out / CHECKPOINT).exists():
+        state = torch.load(out / CHECKPOINT, weights_only=False)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["rng"])
+        start, elapsed = state["step"], state["elapsed"]
+    model.train()
+    t0, last_ckpt, metrics = time.time() - elapsed, time.time(), {}
+    bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, desc="train", mininterval=10)
+    for step in bar:
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(step, cfg, time.time() - t0)
+        gen = torch.Generator().manual_seed(step_seed(cfg, step))
+        parts = losses(model, batch_for_step(cfg, step, processor), cfg, gen)
+        optimizer.zero_grad(set_to_none=True)
+        parts["loss"].backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+        optimizer.step()
+        metrics = {k: round(v.item(), 4) for k, v in parts.items()}
+        bar.set_postfix(metrics, refresh=False)
+        done = step + 1
+        out_of_time = cfg.minutes is not None and time.time() - t0 >= cfg.minutes * 60
+        if done == cfg.steps or out_of_time or time.time() - last_ckpt >= cfg.checkpoint_minutes * 60:
+            save_checkpoint(out, model, optimizer, processor, done, time.time() - t0, cfg)
+            last_ckpt = time.time()
+            tqdm.write(f"step {done} {metrics} {(time.time() - t0) / 60:.1f} min")
+        if out_of_time:
+            break
+    return {**metrics, "minutes": (time.time() - t0) / 60}
+
+
+def main() -> None:
+    defaults = TrainConfig()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default=defaults.out)
+    parser.add_argument("--steps", type=int, default=defaults.steps)
+    parser.add_argument("--minutes", type=float, default=defaults.minutes)
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
+    parser.add_argument("--lr", type=float, default=defaults.lr)
+    parser.add_argument("--threads", type=int, default=defaults.threads)
+    parser.add_argument("--resume", action="store_true")
+    args = parser.parse_args()
+    cfg = TrainConfig(out=args.out, steps=args.steps, minutes=args.minutes, seed=args.seed,
+                      batch_size=args.batch_size, lr=args.lr, threads=args.threads)
+    print(train(cfg, resume=args.resume))
+
+
+if __name__ == "__main__":
+    main()
