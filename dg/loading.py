@@ -8,6 +8,7 @@ code is run. bf16 on CUDA when available, float32 on CPU.
 """
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from dg.config import SamplerConfig
 
 EMBEDDED_MODEL = Path(__file__).resolve().parent.parent / "assets" / "diffusiongemma-tiny"
 RELEASE_ID = "google/diffusiongemma-26B-A4B-it"
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]*[A-Za-z0-9]")
 
 
 @dataclass
@@ -65,7 +67,7 @@ def resolve(model: str | os.PathLike | None) -> str:
             raise FileNotFoundError(f"{path} is a folder but has no config.json: not a checkpoint")
         return str(path)
     name = str(model)
-    if name.count("/") == 1 and not path.exists():
+    if HUB_ID.fullmatch(name) and not path.exists():
         from huggingface_hub import try_to_load_from_cache
         from huggingface_hub.constants import HF_HUB_CACHE
 
@@ -88,6 +90,9 @@ def check_vocab(model, processor) -> None:
 
 def load(model: str | os.PathLike | None = None, device=None, dtype: torch.dtype | None = None) -> Loaded:
     from transformers import AutoProcessor, DiffusionGemmaForBlockDiffusion
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
 
     source = resolve(model)
     device, default_dtype = pick_device(device)

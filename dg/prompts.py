@@ -16,6 +16,8 @@ MAX_PROMPT_CHARS = 20_000
 THOUGHT_OPEN = "<|channel>"
 THOUGHT_CLOSE = "<channel|>"
 THOUGHT_LABEL = "thought\n"
+# dropped from displayed replies besides the tokenizer's own special tokens
+CONTROL_TOKENS = ("<turn|>", "<|turn>", "<eos>", "<pad>", "<bos>", "<|think|>")
 
 
 def open_image(image) -> Image.Image:
@@ -103,4 +105,4 @@ def split_thought(text: str, special_tokens=()) -> tuple[str, str]:
 def decode_reply(tokenizer, token_ids) -> Reply:
     """Decode generated ids and split them; special tokens other than the thought markers are dropped."""
     text = tokenizer.decode(list(token_ids), skip_special_tokens=False)
-    return parse_reply(text, tokenizer.all_special_tokens)
+    return parse_reply(text, (*tokenizer.all_special_tokens, *CONTROL_TOKENS))

@@ -1,0 +1,154 @@
+"""Command line: generate with the instrumented sampler (or AR mode) and watch it in the terminal.
+
+    python -m dg generate --prompt "What is 487 + 356?" --thinking
+    python -m dg generate --model google/diffusiongemma-26B-A4B-it --prompt "Why is the sky blue?" --json
+    python -m dg generate --mode ar --prompt "Solve the sudoku: 12.4/3.12/2.41/41.3" --seed 0
+
+`--seed N` calls `torch.manual_seed(N)` right before generation, so with `--backend torch` the tokens
+equal transformers' `model.generate()` after the same seed. Bad input exits with code 2 and a
+one-line message.
+"""
+
+import argparse
+import json
+import shutil
+import sys
+
+from dg.config import KNOBS, SamplerConfig
+from dg.trace import Trace, record_to_dict
+
+STOP_REASONS = {"stable_confident": "stable + confident", "step_cap": "step cap"}
+
+
+def add_generate_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default=None, help="checkpoint folder or cached hub id (default: embedded tiny)")
+    parser.add_argument("--prompt", required=True, help="the user's message")
+    parser.add_argument("--image", action="append", default=[], help="image file (repeatable)")
+    parser.add_argument("--system", default=None, help="optional system prompt")
+    parser.add_argument("--thinking", action="store_true", help="enable thinking mode (<|think|>)")
+    parser.add_argument("--mode", choices=("diffusion", "ar"), default="diffusion")
+    parser.add_argument("--seed", type=int, default=None, help="torch.manual_seed right before generation")
+    parser.add_argument("--device", default=None, help="cpu / cuda (default: cuda when available)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the live view")
+    parser.add_argument("--sample", action="store_true", help="AR mode: sample instead of greedy")
+    parser.add_argument("--ar-temperature", type=float, default=1.0, help="AR mode sampling temperature")
+    for knob in KNOBS:
+        kind = int if float(knob.step).is_integer() and knob.name != "confidence_threshold" else float
+        parser.add_argument("--" + knob.name.replace("_", "-"), type=kind, default=None,
+                            help=f"{knob.help} (default: the checkpoint's)")
+    parser.add_argument("--backend", choices=("auto", "torch", "triton"), default=None,
+                        help="sampling-step path (torch = bit-exact with generate())")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m dg", description="DiffusionGemma, live.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_generate_args(sub.add_parser("generate", help="generate and show every denoising step"))
+    return parser
+
+
+def run_generate(args) -> Trace:
+    import torch
+
+    from dg.ar import stream_ar
+    from dg.loading import load
+    from dg.prompts import build_inputs
+    from dg.sampler import stream_diffusion
+
+    overrides = {k.name: getattr(args, k.name) for k in KNOBS}
+    overrides["backend"] = args.backend
+    loaded = load(args.model, device=args.device)
+    config = SamplerConfig.from_generation_config(loaded.model.generation_config, **overrides)
+    inputs = build_inputs(loaded.processor, args.prompt, images=args.image or None, thinking=args.thinking,
+                          system=args.system, device=loaded.device)
+    if args.seed is not None:
+        torch.manual_seed(args.seed)
+    if args.mode == "ar":
+        pad = loaded.model.generation_config.pad_token_id
+        stream = stream_ar(loaded.model, inputs, config.max_new_tokens, loaded.eos_token_ids,
+                           greedy=not args.sample, temperature=args.ar_temperature, pad_token_id=pad)
+    else:
+        stream = stream_diffusion(loaded.model, inputs, config)
+    view = None if args.json else LiveView(loaded.tokenizer)
+    trace = Trace()
+    for record in stream:
+        trace.add(record)
+        if view:
+            view.show(trace, record)
+    if args.json:
+        print(json.dumps(result_json(trace, loaded.tokenizer)))
+    return trace
+
+
+def result_json(trace: Trace, tokenizer) -> dict:
+    from dg.prompts import decode_reply
+
+    reply = decode_reply(tokenizer, trace.token_ids)
+    metrics = trace.metrics()
+    return {
+        "text": tokenizer.decode(trace.token_ids, skip_special_tokens=False),
+        "thought": reply.thought,
+        "answer": reply.answer,
+        "thought_closed": reply.thought_closed,
+        "token_ids": trace.token_ids,
+        "forward_passes": metrics["nfe"],
+        "tokens_per_forward": metrics["tpf"],
+        "seconds": metrics["wall_s"],
+        "finish_reason": trace.end.finish_reason if trace.end else None,
+        "metrics": metrics,
+        "canvases": [record_to_dict(c) for c in trace.canvases],
+        "steps": [record_to_dict(s) for s in trace.steps] or [record_to_dict(t) for t in trace.tokens],
+    }
+
+
+class LiveView:
+    """A terminal view: one line per step, redrawn in place on a terminal, then the final reply."""
+
+    def __init__(self, tokenizer, out=sys.stdout):
+        self.tokenizer, self.out = tokenizer, out
+        self.tty = out.isatty()
+        self.width = shutil.get_terminal_size((100, 20)).columns
+
+    def _line(self, text: str, final: bool) -> None:
+        text = text.replace("\n", "⏎")[: self.width - 1]
+        if self.tty and not final:
+            self.out.write("\r\x1b[2K" + text)
+        else:
+            self.out.write(("\r\x1b[2K" if self.tty else "") + text + "\n")
+        self.out.flush()
+
+    def show(self, trace: Trace, record) -> None:
+        from dg.prompts import decode_reply
+
+        if record.kind == "step":
+            draft = self.tokenizer.decode(record.argmax.tolist(), skip_special_tokens=False)
+            self._line(f"canvas {record.canvas + 1} step {record.step:2d} τ={record.temperature:.2f} "
+                       f"accepted {record.n_accepted:3d} H̄={record.mean_entropy:.3f} │ {draft}", final=False)
+        elif record.kind == "canvas":
+            text = self.tokenizer.decode(record.committed.tolist(), skip_special_tokens=True)
+            self._line(f"canvas {record.canvas + 1} committed after {record.steps} steps "
+                       f"({STOP_REASONS[record.stop_reason]}{', EOS' if record.eos else ''}) │ {text}", True)
+        elif record.kind == "token" and self.tty:
+            self._line(self.tokenizer.decode(trace.token_ids, skip_special_tokens=True), final=False)
+        elif record.kind == "end":
+            reply = decode_reply(self.tokenizer, trace.token_ids)
+            m = trace.metrics()
+            if reply.thinking:
+                self._line("thought: " + reply.thought + ("" if reply.thought_closed else "  [never closed]"), True)
+            self.out.write(f"\n{reply.answer}\n\n")
+            self.out.write(f"{m['tokens']} tokens, {m['nfe']} forward passes, TPF {m['tpf']:.2f}, "
+                           f"{m['wall_s']:.2f} s, {m['effective_tok_s']:.1f} tok/s ({record.finish_reason})\n")
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "generate":
+            run_generate(args)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+    return 0
