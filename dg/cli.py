@@ -104,9 +104,9 @@ def result_json(trace: Trace, tokenizer) -> dict:
 class LiveView:
     """A terminal view: one line per step, redrawn in place on a terminal, then the final reply."""
 
-    def __init__(self, tokenizer, out=sys.stdout):
-        self.tokenizer, self.out = tokenizer, out
-        self.tty = out.isatty()
+    def __init__(self, tokenizer, out=None):
+        self.tokenizer, self.out = tokenizer, out or sys.stdout
+        self.tty = self.out.isatty()
         self.width = shutil.get_terminal_size((100, 20)).columns
 
     def _line(self, text: str, final: bool) -> None:

@@ -1,0 +1,66 @@
+"""Prompts go through the checkpoint's chat template; replies split into thought and answer."""
+
+import pytest
+from PIL import Image
+
+from dg.prompts import MAX_PROMPT_CHARS, build_inputs, decode_reply, parse_reply
+
+
+def text_of(processor, inputs):
+    return processor.tokenizer.decode(inputs["input_ids"][0], skip_special_tokens=False)
+
+
+def test_chat_format_matches_gemma4(processor):
+    text = text_of(processor, build_inputs(processor, "Compute 2 + 2."))
+    assert text.startswith("<bos><|turn>user\n")
+    assert text.endswith("<turn|>\n<|turn>model\n")
+    assert "<|think|>" not in text
+
+
+def test_thinking_puts_think_at_the_top_of_a_system_turn(processor):
+    text = text_of(processor, build_inputs(processor, "Compute 2 + 2.", thinking=True))
+    assert text.startswith("<bos><|turn>system\n<|think|>")
+    with_system = text_of(processor, build_inputs(processor, "Hi", thinking=True, system="Be brief."))
+    assert with_system.count("<|turn>system") == 1 and "<|think|>Be brief." in with_system
+
+
+def test_an_image_expands_to_soft_token_placeholders(processor):
+    inputs = build_inputs(processor, "Describe the picture.", images=[Image.new("RGB", (64, 48), "red")])
+    tok = processor.tokenizer
+    image_id = tok.convert_tokens_to_ids("<|image|>")
+    n = int((inputs["input_ids"] == image_id).sum())
+    assert 0 < n <= processor.image_seq_length  # the count follows the aspect ratio
+    text = processor.tokenizer.decode(inputs["input_ids"][0], skip_special_tokens=False)
+    assert "<|image>" + "<|image|>" * n + "<image|>" in text
+    assert inputs["pixel_values"].shape[0] == 1
+
+
+@pytest.mark.parametrize("bad", ["", "   ", None, "x" * (MAX_PROMPT_CHARS + 1)])
+def test_empty_or_huge_prompts_are_refused_with_a_clear_message(processor, bad):
+    with pytest.raises(ValueError, match="prompt"):
+        build_inputs(processor, bad)
+
+
+def test_a_file_that_is_not_an_image_is_refused(processor, tmp_path):
+    fake = tmp_path / "notes.png"
+    fake.write_text("not a picture")
+    with pytest.raises(ValueError, match="not an image"):
+        build_inputs(processor, "What is this?", images=[fake])
+    with pytest.raises(ValueError, match="not found"):
+        build_inputs(processor, "What is this?", images=[tmp_path / "missing.png"])
+
+
+def test_replies_split_into_thought_and_answer():
+    r = parse_reply("<|channel>thought\n7+6=13 carry 1<channel|>843<turn|>", ["<turn|>"])
+    assert (r.thought, r.answer, r.thinking, r.thought_closed) == ("7+6=13 carry 1", "843", True, True)
+    plain = parse_reply("843<turn|><pad><pad>", ["<turn|>", "<pad>"])
+    assert (plain.thought, plain.answer, plain.thinking) == ("", "843", False)
+    open_thought = parse_reply("<|channel>thought\nstill going")
+    assert open_thought.thinking and not open_thought.thought_closed and open_thought.answer == ""
+
+
+def test_decode_reply_drops_control_tokens(processor):
+    tok = processor.tokenizer
+    ids = tok.encode("<|channel>thought\nab<channel|>cd<turn|><pad>", add_special_tokens=False)
+    reply = decode_reply(tok, ids)
+    assert reply.thought == "ab" and reply.answer == "cd"
