@@ -37,9 +37,10 @@ def entropy_heatmap(trace, canvas: int | None = None) -> go.Figure:
     z = np.stack([r.entropy for r in steps], axis=1)  # (C, S)
     accepted = np.stack([r.accepted for r in steps], axis=1)  # (C, S)
     text = np.where(accepted, "accepted", "renoised")
+    labels = np.array(_step_labels(steps))[None].repeat(z.shape[0], 0)  # (C, S)
     fig = go.Figure(go.Heatmap(
         z=z, x=list(range(len(steps))), y=list(range(z.shape[0])), colorscale="Viridis",
-        colorbar=dict(title="H (nats)"), text=text, customdata=np.array(_step_labels(steps))[None].repeat(z.shape[0], 0),
+        colorbar=dict(title="H (nats)"), text=text, customdata=labels,
         hovertemplate="position %{y}<br>%{customdata}<br>H=%{z:.3f}<br>%{text}<extra></extra>"))
     for i in range(1, len(steps)):
         if steps[i].canvas != steps[i - 1].canvas:

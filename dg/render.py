@@ -112,7 +112,8 @@ def _resolve_step(trace, step_index):
 def position_states(trace, step_index) -> list[str]:
     """State of each live canvas position at global step `step_index` (see STATE_HELP)."""
     if trace.mode == "ar":
-        return ["committed"] * min(step_index + 1, len(trace.tokens))
+        n = len(trace.tokens)
+        return ["committed"] * (n if step_index is None else min(step_index + 1, n))
     i = _resolve_step(trace, step_index)
     if i is None:
         return []
@@ -285,24 +286,32 @@ def _topk_table(tokenizer, ids, probs) -> str:
     return '<table class="dg-bars">' + "".join(rows) + "</table>"
 
 
+def _ar_inspector(trace, tokenizer, index: int) -> str:
+    if not 0 <= index < len(trace.tokens):
+        return f'<span class="dg-muted">no AR token {index} (have {len(trace.tokens)})</span>'
+    rec = trace.tokens[index]
+    return (_kv("token", _esc(token_piece(tokenizer, rec.token_id))) + " " + _kv("entropy", f"{rec.entropy:.3f}")
+            + _topk_table(tokenizer, rec.topk_ids, rec.topk_probs))
+
+
 def inspector_html(trace, tokenizer, step_index: int, position: int) -> str:
     """One position at one step: top-k candidates, entropy, fed/argmax/sampled, accepted, argmax flips."""
     head = CSS + '<div class="dg-view">'
     if trace.mode == "ar":
-        if not 0 <= step_index < len(trace.tokens):
-            return head + f'<span class="dg-muted">no AR token {step_index} (have {len(trace.tokens)})</span></div>'
-        rec = trace.tokens[step_index]
-        return (head + _kv("token", _esc(token_piece(tokenizer, rec.token_id))) + " " + _kv("entropy", f"{rec.entropy:.3f}")
-                + _topk_table(tokenizer, rec.topk_ids, rec.topk_probs) + "</div>")
+        return head + _ar_inspector(trace, tokenizer, step_index) + "</div>"
     if not trace.steps or not 0 <= step_index < len(trace.steps):
-        return head + f'<span class="dg-muted">no step {step_index}: the trace has {len(trace.steps)} steps</span></div>'
+        n = len(trace.steps)
+        return head + f'<span class="dg-muted">no step {step_index}: the trace has {n} steps</span></div>'
     rec = trace.steps[step_index]
     if not 0 <= position < len(rec.argmax):
         return head + f'<span class="dg-muted">no position {position}: the canvas has {len(rec.argmax)}</span></div>'
     history = [r.argmax[position] for r in trace.steps[:step_index + 1] if r.canvas == rec.canvas]
     flips = sum(int(a != b) for a, b in zip(history, history[1:]))
     state = position_states(trace, step_index)[position]
-    piece = lambda t: _esc(token_piece(tokenizer, t))  # noqa: E731
+
+    def piece(token_id):
+        return _esc(token_piece(tokenizer, token_id))
+
     facts = [_kv("position", position), _kv("canvas · step", f"{rec.canvas + 1} · {rec.step}"),
              _kv("entropy", f"{float(rec.entropy[position]):.4f}"), _kv("fed in", piece(rec.noisy[position])),
              _kv("argmax", piece(rec.argmax[position])), _kv("sampled", piece(rec.sampled[position])),
