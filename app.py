@@ -1,7 +1,8 @@
 """The dg demo: watch DiffusionGemma denoise its canvas, race it against AR decoding, learn how it works.
 
 Only UI lives here: each view builds its components and wires events to dg (dg.live runs the sampler
-in a background thread; dg.render / dg.plots / dg.export / dg.learn draw and explain the trace).
+in a background thread and the UI polls the growing trace; dg.render / dg.plots / dg.export /
+dg.learn draw and explain it).
 
     python app.py [--model DIR_OR_ID] [--ar-model DIR_OR_ID] [--port N] [--share]
 """
@@ -17,15 +18,14 @@ import gradio as gr
 
 from dg import export, learn, live, plots, race, render
 from dg.config import KNOBS
-from dg.prompts import build_inputs, open_image
+from dg.prompts import open_image
 from dg.trace import Trace
 
-FPS = 20  # live frames per second at most; every step is kept for the replay
-MAX_RUNS = 20  # replays kept per session
+FPS = 20  # live frames per second at most; the replay keeps every step
 MAX_UPLOAD = "20mb"
 EXAMPLES_DIR = Path(__file__).resolve().parent / "assets" / "examples"
 KNOB_NAMES = [k.name for k in KNOBS]
-TINY_EXAMPLES = [  # one per skill of the embedded model (dg/tiny/skills.py)
+TINY_EXAMPLES = [  # each skill of the embedded model (dg/tiny/skills.py)
     ["Solve the sudoku: .431/3.24/1.42/.213", None, True],
     ["Solve the sudoku: 4.32/2.14/3241/...3", None, False],
     ["What is 487 + 356?", None, True],
@@ -41,178 +41,152 @@ GENERAL_EXAMPLES = [  # for the released model
     ["Write a Python function that checks whether a number is prime.", None, False],
     ["A train leaves at 14:05 and arrives at 17:40. How long is the trip?", None, True],
 ]
+# Clicking a canvas cell writes its data-pos into the inspector's position box.
 CLICK_JS = """element.addEventListener('click', (e) => {
   const cell = e.target.closest('[data-pos]');
   const box = document.querySelector('#dg-pos input');
   if (!cell || !box) return;
   box.value = cell.dataset.pos;
   box.dispatchEvent(new Event('input', {bubbles: true}));
-  box.dispatchEvent(new Event('change', {bubbles: true}));
 });"""
 
 
-def _error(err: Exception) -> gr.Error:
-    return gr.Error(str(err), title="Can't run that")
-
-
 def _prepare(loaded, prompt, image, thinking, seed, knobs):
-    """Validate everything the user set; raise a gr.Error that names the bad value."""
     try:
-        config = live.config_from_values(loaded.sampler_config, dict(zip(KNOB_NAMES, knobs)))
-        if seed is None or float(seed) != int(seed) or not 0 <= int(seed) < 2**63:
-            raise ValueError(f"seed must be a whole number in [0, 2^63), got {seed}")
-        picture = open_image(image) if image else None
-        inputs = build_inputs(loaded.processor, prompt, images=picture, thinking=bool(thinking), device=loaded.device)
-        live.check_context(loaded.model, inputs, config)
+        return live.prepare_run(loaded, prompt, image, thinking, seed, dict(zip(KNOB_NAMES, knobs)))
     except (ValueError, TypeError) as err:
-        raise _error(err) from None
-    return inputs, config, int(seed), picture
+        raise gr.Error(str(err), title="Can't run that") from None
 
 
 def _named(fn, *names):
-    """`fn(*values, request=...)` as a generator with one named parameter per input, so the API names each knob."""
+    """`fn(*values, request=...)` as a generator with one named parameter per input: the API names each knob."""
 
     def named(*args):
         *values, request = args
         yield from fn(*values, request=request)
 
-    params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names]
-    params.append(inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
-                                    annotation=gr.Request))
-    named.__signature__ = inspect.Signature(params)
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    params = [inspect.Parameter(n, kind) for n in names]
+    named.__signature__ = inspect.Signature([*params, inspect.Parameter("request", kind, default=None,
+                                                                        annotation=gr.Request)])
     return named
 
 
-def _label(runs, prompt, trace, tag="") -> str:
-    stopped = " (stopped)" if trace.end is not None and trace.end.finish_reason == "cancelled" else ""
-    short = prompt if len(prompt) <= 32 else prompt[:31] + "…"
-    return f"#{len(runs) + 1}{tag} {short} · {len(trace.steps)} steps{stopped}"
+def _session(request) -> str:
+    return request.session_hash if request is not None else ""
 
 
-def _keep(runs, label, trace) -> list:
-    return ([*runs, {"label": label, "trace": trace}])[-MAX_RUNS:]
-
-
-def _find(runs, label):
-    return next((r["trace"] for r in reversed(runs) if r["label"] == label), runs[-1]["trace"] if runs else None)
-
-
-def _notify(run, trace):
+def _notify(run):
     if run.error:
         gr.Warning(f"The run failed: {run.error}. What it produced so far is kept.")
-    elif trace.end is not None and trace.end.finish_reason == "cancelled":
-        gr.Info(f"Stopped after {len(trace.steps)} steps; the partial run is kept for replay.")
+    elif run.trace.end is not None and run.trace.end.finish_reason == "cancelled":
+        gr.Info(f"Stopped after {len(run.trace.steps or run.trace.tokens)} steps; the partial run is kept.")
 
 
-def _waiting(run) -> str:
-    why = "another run holds the model (runs take turns, so a seed always gives the same canvas)"
-    return f"⏳ waiting: {why}" if run.queued else "running…"
+def _picker(runs) -> gr.Dropdown:
+    return gr.Dropdown([r["label"] for r in runs], value=runs[-1]["label"] if runs else None)
 
 
 def generate_view(loaded, ui):
-    """Prompt, live canvas, per-step panel, replay with run picker, inspector, plots, settings + A/B."""
+    """Prompt + settings on the left; live canvas, step panel, replay and inspector on the right; plots below."""
     tok = loaded.tokenizer
     with gr.Row():
-        with gr.Column(scale=3):
-            ui.prompt = gr.Textbox(label="Prompt", lines=2, placeholder="Ask something…", max_length=20_000)
+        with gr.Column(scale=2, min_width=340):
+            ui.prompt = gr.Textbox(label="Prompt", lines=2, placeholder="Ask something, or pick an example below")
             with gr.Row():
-                ui.image = gr.File(label="Image (optional)", file_types=["image"], type="filepath", height=90)
-                ui.preview = gr.Image(label="Image preview", interactive=False, height=120, visible=False)
-                ui.thinking = gr.Checkbox(label="Thinking", info="<|think|>: reason first, then answer")
+                ui.image = gr.File(label="Image (optional)", file_types=["image"], type="filepath", height=110)
+                ui.preview = gr.Image(label="Image", interactive=False, height=110, visible=False)
+            ui.thinking = gr.Checkbox(label="Thinking", info="<|think|>: a thought channel first, then the answer")
             with gr.Row():
                 ui.go = gr.Button("Generate", variant="primary")
                 ui.stop = gr.Button("Stop", variant="stop")
-            gr.Examples(TINY_EXAMPLES, [ui.prompt, ui.image, ui.thinking], label="Embedded tiny model's skills")
+            with gr.Accordion("Sampler settings and A/B", open=False):
+                cfg = loaded.sampler_config
+                ui.knobs = [gr.Slider(k.low, k.high, value=getattr(cfg, k.name), step=k.step, label=k.name,
+                                      info=k.help) for k in KNOBS]
+                ui.seed = gr.Number(0, label="seed", precision=0, info="torch.manual_seed(seed) right before the run")
+                gr.Markdown("**A/B**: the same prompt and seed with one knob changed, side by side.")
+                with gr.Row():
+                    ui.ab_knob = gr.Dropdown(KNOB_NAMES, value="entropy_bound", label="knob")
+                    ui.ab_value = gr.Number(0.5, label="B value")
+                ui.ab_go = gr.Button("Run A/B")
+            gr.Examples(TINY_EXAMPLES, [ui.prompt, ui.image, ui.thinking], label="The embedded tiny model's skills")
             gr.Examples(GENERAL_EXAMPLES, [ui.prompt, ui.image, ui.thinking], label="General (released model)")
-        with gr.Column(scale=2), gr.Accordion("Sampler settings", open=False):
-            cfg = loaded.sampler_config
-            ui.knobs = [gr.Slider(k.low, k.high, value=getattr(cfg, k.name), step=k.step, label=k.name, info=k.help)
-                        for k in KNOBS]
-            ui.seed = gr.Number(0, label="seed", precision=0, info="torch.manual_seed(seed) right before the run")
-            gr.Markdown("**A/B**: the same prompt and seed, one knob changed, side by side.")
+        with gr.Column(scale=3):
+            ui.status = gr.Markdown("Pick an example or type a prompt, then **Generate**.")
+            gr.HTML(render.legend_html())
+            ui.panel = gr.HTML(render.step_panel_html(Trace()))
+            ui.canvas = gr.HTML(render.canvas_html(Trace(), tok), elem_id="dg-canvas", js_on_load=CLICK_JS)
+            ui.text = gr.HTML()
             with gr.Row():
-                ui.ab_knob = gr.Dropdown(KNOB_NAMES, value="entropy_bound", label="knob to change")
-                ui.ab_value = gr.Number(0.5, label="B value")
-            ui.ab_go = gr.Button("Run A/B")
-    ui.status = gr.Markdown()
-    gr.HTML(render.legend_html())
-    ui.panel = gr.HTML(render.step_panel_html(Trace()))
-    ui.canvas = gr.HTML(elem_id="dg-canvas", js_on_load=CLICK_JS, min_height=120)
-    ui.text = gr.HTML()
-    with gr.Row():
-        ui.picker = gr.Dropdown([], label="Run (each run of this session keeps its replay)", scale=3)
-        ui.show = gr.Radio(list(render.SHOWS), value="argmax", label="cells show", scale=2)
-        ui.play = gr.Button("▶ Play", scale=1)
-    ui.step = gr.Slider(0, 1, value=0, step=1, label="Replay: step (all canvases)")
-    ui.timer = gr.Timer(0.125, active=False)
-    ui.playing = gr.State(False)
-    with gr.Row():
-        ui.pos = gr.Number(0, label="Inspect position (click a cell)", precision=0, elem_id="dg-pos", scale=1)
-        ui.inspector = gr.HTML(scale=4)
+                ui.picker = gr.Dropdown([], label="Run (every run of this session keeps its replay)", scale=3)
+                ui.show = gr.Radio(list(render.SHOWS), value="argmax", label="cells show", scale=2)
+                ui.play = gr.Button("▶ Play", scale=1)
+            ui.step = gr.Slider(0, 1, value=0, step=1, label="Replay: step (all canvases in order)")
+            with gr.Row():
+                ui.pos = gr.Number(0, label="Inspect position (click a cell)", precision=0, elem_id="dg-pos",
+                                   minimum=0, scale=1)
+                ui.inspector = gr.HTML(scale=3)
+    ui.timer, ui.playing = gr.Timer(0.125, active=False), gr.State(False)
+    with gr.Accordion("A/B result", visible=False) as ui.ab_box:
+        with gr.Row():
+            ui.ab_a, ui.ab_b = gr.HTML(), gr.HTML()
+        ui.ab_summary = gr.Markdown()
     with gr.Row():
         ui.heat, ui.settle = gr.Plot(label="Entropy heatmap"), gr.Plot(label="Settle step")
     with gr.Row():
         ui.accepted, ui.timeline = gr.Plot(label="Accepted per step"), gr.Plot(label="Canvas timeline")
-    ui.trace_file = gr.File(label="Trace (JSON)", interactive=False)
-    with gr.Accordion("A/B result", open=True, visible=False) as ui.ab_box:
-        with gr.Row():
-            ui.ab_a, ui.ab_b = gr.HTML(), gr.HTML()
-        ui.ab_summary = gr.Markdown()
+    ui.trace_file = gr.File(label="Trace of the selected run (JSON)", interactive=False)
 
-    def run_view(trace, step=None, show="argmax", pos=0) -> dict:
-        last = max(len(trace.steps) - 1, 0)
-        step = last if step is None else min(max(int(step), 0), last)
-        folder = tempfile.mkdtemp(prefix="dg-trace-")
-        return {ui.canvas: render.canvas_html(trace, tok, step if trace.steps else None, show=show),
-                ui.panel: render.step_panel_html(trace, step if trace.steps else None),
-                ui.text: render.text_view_html(trace, tok), ui.inspector: _inspect(trace, step, pos),
-                ui.step: gr.Slider(maximum=max(last, 1), value=step), ui.heat: plots.entropy_heatmap(trace),
-                ui.settle: plots.settle_steps(trace), ui.accepted: plots.accepted_per_step(trace),
-                ui.timeline: plots.canvas_timeline(trace, tok),
-                ui.trace_file: str(export.trace_json(trace, Path(folder) / "trace.json"))}
-
-    def _inspect(trace, step, pos):
+    def inspect_at(trace, step, pos):
         if not trace.steps:
             return ""
         pos = min(max(int(pos or 0), 0), len(trace.steps[0].argmax) - 1)
-        return render.inspector_html(trace, tok, min(int(step), len(trace.steps) - 1), pos)
+        return render.inspector_html(trace, tok, min(max(int(step), 0), len(trace.steps) - 1), pos)
 
-    def generate(prompt, image, thinking, seed, *rest, request: gr.Request):
+    def run_view(trace, show="argmax", pos=0) -> dict:
+        """Everything that shows one finished run: its last step, the plots, the slider over all steps."""
+        last = len(trace.steps) - 1 if trace.steps else None
+        folder = Path(tempfile.mkdtemp(prefix="dg-trace-"))
+        return {ui.canvas: render.canvas_html(trace, tok, last, show=show), ui.panel: render.step_panel_html(trace, last),
+                ui.text: render.text_view_html(trace, tok), ui.inspector: inspect_at(trace, last or 0, pos),
+                ui.step: gr.Slider(maximum=max(last or 0, 1), value=last or 0), ui.heat: plots.entropy_heatmap(trace),
+                ui.settle: plots.settle_steps(trace), ui.accepted: plots.accepted_per_step(trace),
+                ui.timeline: plots.canvas_timeline(trace, tok),
+                ui.trace_file: str(export.trace_json(trace, folder / "trace.json"))}
+
+    def generate(prompt, image, thinking, seed, *rest, request=None):
         *knobs, runs = rest
-        inputs, config, seed, _ = _prepare(loaded, prompt, image, thinking, seed, knobs)
+        inputs, config, seed = _prepare(loaded, prompt, image, thinking, seed, knobs)
         run = live.diffusion_run(loaded, inputs, config, seed).start()
-        ui.sessions.add(request.session_hash if request else "", run)
+        ui.sessions.add(_session(request), run)
         try:
             for frame in run.frames(FPS):
-                status = _waiting(run) if frame.start is None else f"running… {len(frame.steps)} steps"
+                status = (f"running… canvas {frame.steps[-1].canvas + 1}, {len(frame.steps)} steps" if frame.steps
+                          else live.waiting_message(run))
                 yield {ui.canvas: render.canvas_html(frame, tok), ui.panel: render.step_panel_html(frame),
                        ui.text: render.text_view_html(frame, tok), ui.status: status}
         finally:
-            run.stop()  # the page went away: stop sampling; nothing here is lost
+            run.stop()  # the page went away or the run ended: stop sampling either way
+        _notify(run)
         trace = run.snapshot()
-        _notify(run, trace)
-        label = _label(runs, prompt, trace)
-        runs = _keep(runs, label, trace)
-        m = trace.metrics()
-        done = (f"**Done**: {m['tokens']} tokens, {m['total_steps']} steps over {m['canvases']} canvases, "
-                f"NFE {m['nfe']}, TPF {m['tpf']:.2f}, {m['wall_s']:.2f} s · finish: {trace.end.finish_reason}")
-        yield {**run_view(trace), ui.runs: runs, ui.picker: gr.Dropdown([r["label"] for r in runs], value=label),
-               ui.status: done}
+        runs = live.keep_run(runs, live.run_label(runs, prompt, trace), trace)
+        yield {**run_view(trace), ui.runs: runs, ui.picker: _picker(runs), ui.status: live.summary(trace)}
 
     def replay(runs, label, step, show, pos):
-        trace = _find(runs, label)
+        trace = live.find_run(runs, label)
         if trace is None or not trace.steps:
             return gr.skip(), gr.skip(), gr.skip()
         step = min(max(int(step or 0), 0), len(trace.steps) - 1)
         return (render.canvas_html(trace, tok, step, show=show), render.step_panel_html(trace, step),
-                _inspect(trace, step, pos))
+                inspect_at(trace, step, pos))
 
     def pick(runs, label, show, pos):
-        trace = _find(runs, label)
-        return run_view(trace, None, show, pos) if trace is not None else {}
+        trace = live.find_run(runs, label)
+        return run_view(trace, show, pos) if trace is not None else {}
 
     def toggle(playing, runs, label, step):
-        trace = _find(runs, label)
+        trace = live.find_run(runs, label)
         if trace is None or not trace.steps:
             gr.Warning("Nothing to play yet: generate a run first.")
             return False, gr.Timer(active=False), gr.Button("▶ Play"), gr.skip()
@@ -222,65 +196,58 @@ def generate_view(loaded, ui):
                 0 if restart else gr.skip())
 
     def tick(runs, label, step):
-        trace = _find(runs, label)
-        n = len(trace.steps) if trace is not None else 0
-        if int(step) + 1 >= n:
+        trace = live.find_run(runs, label)
+        if trace is None or int(step) + 1 >= len(trace.steps):
             return False, gr.Timer(active=False), gr.Button("▶ Play"), gr.skip()
         return True, gr.skip(), gr.skip(), int(step) + 1
 
     def show_image(path):
-        if not path:
-            return gr.Image(value=None, visible=False)
         try:
-            picture = open_image(path)
+            picture = open_image(path) if path else None
         except ValueError as err:
             gr.Warning(str(err))
-            return gr.Image(value=None, visible=False)
-        picture.thumbnail((256, 256))
-        return gr.Image(value=picture, visible=True)
+            picture = None
+        if picture is not None:
+            picture.thumbnail((256, 256))
+        return gr.Image(value=picture, visible=picture is not None)
 
     run_inputs = [ui.prompt, ui.image, ui.thinking, ui.seed, *ui.knobs]
     generate = _named(generate, "prompt", "image", "thinking", "seed", *KNOB_NAMES, "runs")
-    ui.go.click(generate, [*run_inputs, ui.runs], [ui.canvas, ui.panel, ui.text, ui.status, ui.step, ui.inspector,
-                                                   ui.heat, ui.settle, ui.accepted, ui.timeline, ui.trace_file,
-                                                   ui.runs, ui.picker], api_name="generate", show_progress="hidden")
-    ui.prompt.submit(generate, [*run_inputs, ui.runs], [ui.canvas, ui.panel, ui.text, ui.status, ui.step,
-                                                        ui.inspector, ui.heat, ui.settle, ui.accepted, ui.timeline,
-                                                        ui.trace_file, ui.runs, ui.picker], show_progress="hidden",
-                     api_visibility="private")
+    run_outputs = [ui.canvas, ui.panel, ui.text, ui.status, ui.step, ui.inspector, ui.heat, ui.settle, ui.accepted,
+                   ui.timeline, ui.trace_file, ui.runs, ui.picker]
+    ui.go.click(generate, [*run_inputs, ui.runs], run_outputs, api_name="generate", show_progress="hidden")
+    ui.prompt.submit(generate, [*run_inputs, ui.runs], run_outputs, show_progress="hidden", api_visibility="private")
     ui.stop.click(ui.stop_runs, None, ui.status, api_name="stop", queue=False)
     replay_io = dict(inputs=[ui.runs, ui.picker, ui.step, ui.show, ui.pos], outputs=[ui.canvas, ui.panel, ui.inspector],
                      show_progress="hidden")
     ui.step.change(replay, api_name="replay", **replay_io)
     ui.show.change(replay, api_visibility="private", **replay_io)
     ui.pos.change(replay, api_visibility="private", **replay_io)
-    ui.picker.input(pick, [ui.runs, ui.picker, ui.show, ui.pos],
-                    [ui.canvas, ui.panel, ui.text, ui.step, ui.inspector, ui.heat, ui.settle, ui.accepted,
-                     ui.timeline, ui.trace_file], api_visibility="private")
+    ui.picker.input(pick, [ui.runs, ui.picker, ui.show, ui.pos], run_outputs[:11], api_visibility="private")
     ui.play.click(toggle, [ui.playing, ui.runs, ui.picker, ui.step], [ui.playing, ui.timer, ui.play, ui.step],
                   api_visibility="private")
     ui.timer.tick(tick, [ui.runs, ui.picker, ui.step], [ui.playing, ui.timer, ui.play, ui.step],
                   api_visibility="private", show_progress="hidden")
     ui.image.change(show_image, ui.image, ui.preview, api_visibility="private")
-    ab_view(loaded, ui, run_inputs)
+    ab_events(loaded, ui, run_inputs)
 
 
-def ab_view(loaded, ui, run_inputs):
-    """A/B: run A with the settings, run B with one knob changed; same prompt and seed, drawn side by side."""
+def ab_events(loaded, ui, run_inputs):
+    """A/B: A with the settings, B with one knob changed; same prompt and seed (B runs after A: the RNG lock)."""
     tok = loaded.tokenizer
 
-    def ab(prompt, image, thinking, seed, *rest, request: gr.Request):
+    def ab(prompt, image, thinking, seed, *rest, request=None):
         *knobs, knob, value, runs = rest
-        inputs, config_a, seed, _ = _prepare(loaded, prompt, image, thinking, seed, knobs)
+        inputs, config_a, seed = _prepare(loaded, prompt, image, thinking, seed, knobs)
         try:
             config_b = live.config_from_values(config_a, {knob: value})
         except (ValueError, TypeError) as err:
-            raise _error(err) from None
+            raise gr.Error(str(err), title="Can't run that") from None
         if config_b == config_a:
             gr.Warning(f"B sets {knob} = {value}, the same as A: both runs will match.")
         a = live.diffusion_run(loaded, inputs, config_a, seed, label="A").start()
-        b = live.diffusion_run(loaded, inputs, config_b, seed, label="B").start()  # runs after A (RNG lock)
-        ui.sessions.add(request.session_hash if request else "", a, b)
+        b = live.diffusion_run(loaded, inputs, config_b, seed, label="B").start()
+        ui.sessions.add(_session(request), a, b)
         titles = (f"A: {knob} = {getattr(config_a, knob)}", f"B: {knob} = {getattr(config_b, knob)}")
         try:
             for fa, fb in live.watch([a, b], FPS):
@@ -289,16 +256,9 @@ def ab_view(loaded, ui, run_inputs):
                        ui.ab_b: render.canvas_html(fb, tok, title=titles[1]) + render.text_view_html(fb, tok)}
         finally:
             a.stop(), b.stop()
-        rows = ["| | tokens | steps | canvases | NFE | TPF | wall (s) |", "|---|---|---|---|---|---|---|"]
-        for title, trace in zip(titles, (fa, fb)):
-            m = trace.metrics()
-            rows.append(f"| {title} | {m['tokens']} | {m['total_steps']} | {m['canvases']} | {m['nfe']} | "
-                        f"{m['tpf']:.2f} | {m['wall_s']:.2f} |")
-        same = "identical" if fa.token_ids == fb.token_ids else "different"
         for tag, trace in (("A", fa), ("B", fb)):
-            runs = _keep(runs, _label(runs, prompt, trace, f" {tag}"), trace)
-        yield {ui.ab_summary: "\n".join(rows) + f"\n\nThe two outputs are **{same}**.", ui.runs: runs,
-               ui.picker: gr.Dropdown([r["label"] for r in runs], value=runs[-1]["label"])}
+            runs = live.keep_run(runs, live.run_label(runs, prompt, trace, f" {tag}"), trace)
+        yield {ui.ab_summary: live.compare_table(dict(zip(titles, (fa, fb)))), ui.runs: runs, ui.picker: _picker(runs)}
 
     ab = _named(ab, "prompt", "image", "thinking", "seed", *KNOB_NAMES, "b_knob", "b_value", "runs")
     ui.ab_go.click(ab, [*run_inputs, ui.ab_knob, ui.ab_value, ui.runs],
@@ -306,17 +266,13 @@ def ab_view(loaded, ui, run_inputs):
                    show_progress="hidden")
 
 
-def _stats_md(stats: dict) -> str:
-    return "\n".join(["| metric | value |", "|---|---|", *(f"| {k} | {v} |" for k, v in stats.items())])
-
-
 def race_view(loaded, ui, ar_model):
     """Diffusion vs AR on one prompt, started together, both drawn live; tokens-vs-time chart at the end."""
     tok = loaded.tokenizer
     ar_name = f"AR: {ar_model.source} via generate()" if ar_model else "AR: same weights, one token per forward"
-    gr.Markdown("Both sides start together on the same prompt and the Generate tab's settings. "
-                "TPF = tokens / (steps + K − 1) (report §3.4); tok/s = generated tokens / wall time. "
-                "On one device both runs share it, so each slows the other a little.")
+    gr.Markdown("Both sides start together on the same prompt with the Generate tab's settings and seed. "
+                "TPF = tokens / (steps + K − 1) (report §3.4; transformers omits the K − 1); tok/s = generated "
+                "tokens / wall time; TTFT = time to the first committed token. Both share one device.")
     with gr.Row():
         ui.race_prompt = gr.Textbox("What is 487 + 356?", label="Prompt", scale=4)
         ui.race_thinking = gr.Checkbox(label="Thinking", scale=1)
@@ -325,39 +281,36 @@ def race_view(loaded, ui, ar_model):
     ui.race_status = gr.Markdown()
     with gr.Row():
         with gr.Column():
-            gr.Markdown("### Diffusion (entropy-bound sampler)")
+            gr.Markdown("### Diffusion: entropy-bound sampler")
             ui.d_canvas, ui.d_stats, ui.d_text = gr.HTML(), gr.Markdown(), gr.HTML()
         with gr.Column():
             gr.Markdown(f"### {ar_name}")
             ui.a_canvas, ui.a_stats, ui.a_text = gr.HTML(), gr.Markdown(), gr.HTML()
-    ui.race_chart = gr.Plot(label="Tokens vs wall time")
-    ui.speedup = gr.Markdown()
+    ui.race_chart, ui.speedup = gr.Plot(label="Tokens vs wall time"), gr.Markdown()
 
-    def sides(d, a, contest) -> dict:
-        return {ui.d_canvas: render.canvas_html(d, tok), ui.d_stats: _stats_md(race.side_stats(d)),
-                ui.d_text: render.text_view_html(d, tok), ui.a_stats: _stats_md(race.side_stats(a)),
-                ui.a_canvas: render.canvas_html(a, contest.ar_tokenizer),
-                ui.a_text: render.text_view_html(a, contest.ar_tokenizer),
-                ui.race_status: "racing…" if not (d.done and a.done) else "finished"}
+    def sides(d, a, ar_tok) -> dict:
+        return {ui.d_canvas: render.canvas_html(d, tok), ui.d_stats: race.side_table(d),
+                ui.d_text: render.text_view_html(d, tok), ui.a_canvas: render.canvas_html(a, ar_tok),
+                ui.a_stats: race.side_table(a), ui.a_text: render.text_view_html(a, ar_tok),
+                ui.race_status: "finished" if d.done and a.done else "racing…"}
 
-    def run_race(prompt, thinking, seed, *rest, request: gr.Request):
+    def run_race(prompt, thinking, seed, *rest, request=None):
         *knobs, runs = rest
-        inputs, config, seed, _ = _prepare(loaded, prompt, None, thinking, seed, knobs)
+        inputs, config, seed = _prepare(loaded, prompt, None, thinking, seed, knobs)
         contest = race.start_race(loaded, prompt, inputs=inputs, thinking=bool(thinking), config=config, seed=seed,
                                   ar_model=ar_model)
-        ui.sessions.add(request.session_hash if request else "", contest.diffusion, contest.ar)
+        ui.sessions.add(_session(request), contest.diffusion, contest.ar)
         try:
             for d, a in contest.frames(FPS):
-                yield sides(d, a, contest)
+                yield sides(d, a, contest.ar_tokenizer)
         finally:
             contest.stop()
-        for run in (contest.diffusion, contest.ar):
-            _notify(run, run.trace)
+        _notify(contest.diffusion), _notify(contest.ar)
         x = race.speedup(d, a)
         summary = f"**Speedup** (effective tok/s, diffusion ÷ AR): **{x:.2f}×**" if x else "Speedup: n/a"
-        runs = _keep(runs, _label(runs, prompt, d, " race"), d)
-        yield {**sides(d, a, contest), ui.race_chart: plots.race_chart(d, a), ui.speedup: summary, ui.runs: runs,
-               ui.picker: gr.Dropdown([r["label"] for r in runs], value=runs[-1]["label"])}
+        runs = live.keep_run(runs, live.run_label(runs, prompt, d, " race"), d)
+        yield {**sides(d, a, contest.ar_tokenizer), ui.race_chart: plots.race_chart(d, a), ui.speedup: summary,
+               ui.runs: runs, ui.picker: _picker(runs)}
 
     run_race = _named(run_race, "prompt", "thinking", "seed", *KNOB_NAMES, "runs")
     ui.race_go.click(run_race, [ui.race_prompt, ui.race_thinking, ui.seed, *ui.knobs, ui.runs],
@@ -367,60 +320,56 @@ def race_view(loaded, ui, ar_model):
 
 
 def learn_view(loaded, ui):
-    """Forward-process explorer, a walkthrough of one sampler step, and exports of the selected run."""
+    """Forward-process explorer, one sampler step stage by stage, and exports of the selected run."""
     tok = loaded.tokenizer
-    vocab = loaded.model.config.text_config.vocab_size
-    gr.Markdown("### Forward process: noise a sentence\nTraining corrupts each canvas token, independently with "
-                "probability *t*, into a uniform random token (no mask token; report §3.1).")
+    gr.Markdown("### Forward process: noise an answer\nTraining corrupts each canvas token, independently with "
+                "probability *t*, into a uniform random token: no mask token (report §3.1).")
     with gr.Row():
         ui.l_prompt = gr.Textbox("Write one sentence about a bear named Alice who likes honey.", label="Prompt")
         ui.l_sentence = gr.Textbox("Alice the bear loves to eat honey every day.", label="Answer to noise")
     with gr.Row():
         ui.l_t = gr.Slider(0, 1, value=0.5, step=0.01, label="t (noise level)", scale=3)
         ui.l_seed = gr.Number(0, label="noise seed", precision=0, scale=1)
-        ui.l_ask = gr.Button("Ask the model: one denoising prediction", scale=2)
-    ui.l_noisy = gr.HTML()
-    ui.l_pred = gr.HTML()
-    ui.l_ids = gr.State(None)
+        ui.l_ask = gr.Button("Ask the model for one denoising prediction", scale=2)
+    ui.l_noisy, ui.l_pred, ui.l_ids = gr.HTML(), gr.HTML(), gr.State(None)
 
     def noise(sentence, t, seed):
         ids = tok.encode(sentence or "", add_special_tokens=False)[: loaded.model.config.canvas_length]
         if not ids:
-            raise gr.Error("Type a sentence to noise.")
-        noisy, replaced = learn.corrupt(ids, float(t), vocab, seed=int(seed or 0))
+            raise gr.Error("Type an answer to noise.")
+        noisy, replaced = learn.corrupt(ids, float(t), loaded.model.config.text_config.vocab_size, seed=int(seed or 0))
         return _token_row(tok, noisy, replaced, ids, "replaced"), {"clean": ids, "noisy": noisy}
 
     def ask(prompt, state):
         if not state:
-            raise gr.Error("Noise a sentence first.")
+            raise gr.Error("Noise an answer first (move the t slider).")
         try:
             out = learn.denoise_once(loaded.model, loaded.processor, prompt, state["noisy"])
         except ValueError as err:
-            raise _error(err) from None
+            raise gr.Error(str(err)) from None
         clean = state["clean"]
-        argmax = out["argmax"][: len(clean)]
-        right = [a == c for a, c in zip(argmax, clean)]
-        return (f"<p>τ = {out['temperature']:.2f}; the model recovers {sum(right)}/{len(clean)} tokens in one "
-                f"pass (green = matches the clean sentence).</p>" + _token_row(tok, argmax, right, clean, "recovered"))
+        right = [a == c for a, c in zip(out["argmax"], clean)]
+        return (f"<p>One decoder pass at τ = {out['temperature']:.2f}, no self-conditioning (as step 1): the argmax "
+                f"recovers {sum(right)}/{len(clean)} tokens (green).</p>" + _token_row(tok, out["argmax"], right,
+                                                                                      clean, "recovered"))
 
-    ui.l_t.change(noise, [ui.l_sentence, ui.l_t, ui.l_seed], [ui.l_noisy, ui.l_ids], api_name="noise",
-                  show_progress="hidden")
-    for event in (ui.l_sentence.submit, ui.l_seed.change):
-        event(noise, [ui.l_sentence, ui.l_t, ui.l_seed], [ui.l_noisy, ui.l_ids], api_visibility="private")
+    noise_io = dict(inputs=[ui.l_sentence, ui.l_t, ui.l_seed], outputs=[ui.l_noisy, ui.l_ids])
+    ui.l_t.change(noise, api_name="noise", show_progress="hidden", **noise_io)
+    ui.l_sentence.submit(noise, api_visibility="private", **noise_io)
+    ui.l_seed.change(noise, api_visibility="private", **noise_io)
     ui.l_ask.click(ask, [ui.l_prompt, ui.l_ids], ui.l_pred, api_name="denoise")
 
-    gr.Markdown("### One sampler step, stage by stage\nThe real numbers of the run and step picked in the "
-                "Generate tab's replay.")
-    ui.l_stage = gr.Radio(list(learn.STAGES), value=learn.STAGES[0], label="Stage (Algorithm 1)")
+    gr.Markdown("### One sampler step, stage by stage\nThe real numbers of the run and step picked in the Generate "
+                "tab's replay (Algorithm 1: decode, temperature, entropy, sort + bound, accept, renoise).")
+    ui.l_stage = gr.Radio(list(learn.STAGES), value=learn.STAGES[0], label="Stage")
     ui.l_title, ui.l_html, ui.l_numbers = gr.Markdown(), gr.HTML(max_height=420), gr.JSON(label="numbers")
 
     def walk(runs, label, step, stage):
-        trace = _find(runs, label)
+        trace = live.find_run(runs, label)
         if trace is None or not trace.steps:
             return "Generate a run first: the walkthrough explains one of its steps.", "", None
         step = min(max(int(step or 0), 0), len(trace.steps) - 1)
-        stages = {s["stage"]: s for s in learn.walkthrough(trace, tok, step)}
-        s = stages[stage]
+        s = {s["stage"]: s for s in learn.walkthrough(trace, tok, step)}[stage]
         rec = trace.steps[step]
         return f"**{label}** · canvas {rec.canvas + 1}, step {rec.step} · **{s['title']}**", s["html"], s["numbers"]
 
@@ -429,12 +378,12 @@ def learn_view(loaded, ui):
               api_visibility="private", show_progress="hidden")
 
     gr.Markdown("### Export the selected run")
-    ui.l_export = gr.Button("Export JSON, GIF and HTML replay")
+    ui.l_export = gr.Button("Export trace JSON, animated GIF and HTML replay")
     with gr.Row():
         ui.f_json, ui.f_gif, ui.f_html = gr.File(label="trace.json"), gr.File(label="run.gif"), gr.File(label="replay.html")
 
     def export_run(runs, label):
-        trace = _find(runs, label)
+        trace = live.find_run(runs, label)
         if trace is None:
             raise gr.Error("Nothing to export yet: generate a run first.")
         folder = Path(tempfile.mkdtemp(prefix="dg-export-"))
@@ -445,16 +394,16 @@ def learn_view(loaded, ui):
 
 
 def _token_row(tokenizer, ids, marks, clean, what) -> str:
-    """Tokens as cells: marked ones coloured, with the clean token in the tooltip."""
+    """Tokens as cells, the marked ones coloured; the clean token in each tooltip."""
     cells = []
     for pos, (token_id, mark) in enumerate(zip(ids, marks)):
-        state = ("accepted" if what == "recovered" else "changed") if mark else "noise"
+        color = render.STATE_COLORS[("accepted" if what == "recovered" else "changed") if mark else "noise"]
         tip = f"#{pos} {render.token_piece(tokenizer, token_id)} (clean: {render.token_piece(tokenizer, clean[pos])})"
-        cells.append(f'<span class="dg-cell" style="display:inline-block;margin:2px;'
-                     f'background:{render.STATE_COLORS[state]}33;border-color:{render.STATE_COLORS[state]}" '
-                     f'title="{tip}">{html.escape(render.token_piece(tokenizer, token_id))}</span>')
-    return render.CSS + f'<div class="dg-view">{"".join(cells)}<div class="dg-muted">{sum(marks)}/{len(marks)} ' \
-                        f'{what}</div></div>'
+        cells.append(f'<span class="dg-cell" style="display:inline-block;margin:2px;background:{color}33;'
+                     f'border-color:{color}" title="{html.escape(tip)}">'
+                     f"{html.escape(render.token_piece(tokenizer, token_id))}</span>")
+    return (f'{render.CSS}<div class="dg-view">{"".join(cells)}'
+            f'<div class="dg-muted">{sum(marks)}/{len(marks)} {what}</div></div>')
 
 
 def build_app(loaded, ar_model=None, concurrency: int = 8) -> gr.Blocks:
@@ -462,13 +411,13 @@ def build_app(loaded, ar_model=None, concurrency: int = 8) -> gr.Blocks:
     ui = SimpleNamespace(sessions=live.Sessions())
 
     def stop_runs(request: gr.Request):
-        n = ui.sessions.stop(request.session_hash if request else "")
+        n = ui.sessions.stop(_session(request))
         return "Stopping… what was produced so far stays in the replay." if n else "Nothing is running."
 
     ui.stop_runs = stop_runs
     with gr.Blocks(title="DiffusionGemma, step by step") as demo:
         gr.Markdown(f"# DiffusionGemma, step by step\n`{loaded.describe()}`")
-        ui.runs = gr.State([])
+        ui.runs = gr.State([])  # this session's finished runs, for the replay
         with gr.Tab("Generate"):
             generate_view(loaded, ui)
         with gr.Tab("Race"):

@@ -21,13 +21,14 @@ import torch
 
 from dg.ar import stream_ar
 from dg.config import SamplerConfig
-from dg.prompts import build_inputs
+from dg.prompts import build_inputs, open_image
 from dg.sampler import stream_diffusion
 from dg.trace import RunEnd, Trace
 
 RNG_LOCK = threading.Lock()  # held by every seeded run, from manual_seed to its last draw
 DEFAULT_FPS = 20.0
 HEARTBEAT_S = 0.5  # frames() yields at least this often, so a waiting UI can say why
+MAX_RUNS = 20  # finished runs a session keeps for replay
 
 
 class LiveRun:
@@ -197,6 +198,65 @@ def config_from_values(base: SamplerConfig, values: dict) -> SamplerConfig:
             value = int(value)
         changes[name] = value
     return base.replace(**changes)
+
+
+def prepare_run(loaded, prompt: str, image, thinking: bool, seed, knobs: dict) -> tuple[dict, SamplerConfig, int]:
+    """Validate what a user set (prompt, image path, seed, knob values) and build the model inputs.
+
+    Raises ValueError naming the offending value; nothing has started yet when it does.
+    """
+    config = config_from_values(loaded.sampler_config, knobs)
+    if seed is None or float(seed) != int(seed) or not 0 <= int(seed) < 2**63:
+        raise ValueError(f"seed must be a whole number in [0, 2^63), got {seed}")
+    try:
+        picture = open_image(image) if image else None
+    except ValueError as err:  # name the upload, not the server's temp path
+        raise ValueError(str(err).replace(str(image), f"'{os.path.basename(str(image))}'")) from None
+    inputs = build_inputs(loaded.processor, prompt, images=picture, thinking=bool(thinking), device=loaded.device)
+    check_context(loaded.model, inputs, config)
+    return inputs, config, int(seed)
+
+
+def run_label(runs: list, prompt: str, trace: Trace, tag: str = "") -> str:
+    """'#3 A What is 487 + 356? · 24 steps (stopped)': how the run picker lists a finished run."""
+    stopped = " (stopped)" if trace.end is not None and trace.end.finish_reason == "cancelled" else ""
+    short = prompt if len(prompt) <= 32 else prompt[:31] + "…"
+    return f"#{len(runs) + 1}{tag} {short} · {len(trace.steps)} steps{stopped}"
+
+
+def keep_run(runs: list, label: str, trace: Trace, limit: int = MAX_RUNS) -> list:
+    """A session's run history with this run appended (a new list: Gradio state is replaced, not mutated)."""
+    return [*runs, {"label": label, "trace": trace}][-limit:]
+
+
+def find_run(runs: list, label: str | None) -> Trace | None:
+    """The run with this label, else the newest one, else None."""
+    return next((r["trace"] for r in reversed(runs) if r["label"] == label), runs[-1]["trace"] if runs else None)
+
+
+def waiting_message(run: LiveRun) -> str:
+    if run.queued:
+        return "⏳ waiting: another run holds the model (runs take turns, so a seed always gives the same canvas)"
+    return "running… (encoder pass and first decoder step)"
+
+
+def summary(trace: Trace) -> str:
+    """One markdown line on a finished diffusion run, with the report's metric names."""
+    m = trace.metrics()
+    finish = trace.end.finish_reason if trace.end else "running"
+    return (f"**Done**: {m['tokens']} tokens, {m['total_steps']} steps over {m['canvases']} canvases · NFE {m['nfe']} · "
+            f"TPF {m['tpf']:.2f} · effective steps {m['effective_steps']:.1f} · {m['wall_s']:.2f} s · finish: {finish}")
+
+
+def compare_table(traces: dict) -> str:
+    """Markdown table of several runs (title → trace) and whether their outputs match."""
+    rows = ["| run | tokens | steps | canvases | NFE | TPF | wall (s) |", "|---|---|---|---|---|---|---|"]
+    for title, trace in traces.items():
+        m = trace.metrics()
+        rows.append(f"| {title} | {m['tokens']} | {m['total_steps']} | {m['canvases']} | {m['nfe']} | "
+                    f"{m['tpf']:.2f} | {m['wall_s']:.2f} |")
+    outputs = {tuple(t.token_ids) for t in traces.values()}
+    return "\n".join(rows) + f"\n\nThe outputs are **{'identical' if len(outputs) == 1 else 'different'}**."
 
 
 def check_context(model, inputs: dict, config: SamplerConfig) -> None:

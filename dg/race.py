@@ -185,6 +185,12 @@ def side_stats(trace: Trace) -> dict:
             "finish": trace.end.finish_reason if trace.end else "running"}
 
 
+def side_table(trace: Trace) -> str:
+    """`side_stats` as a two-column markdown table."""
+    rows = (f"| {k} | {v} |" for k, v in side_stats(trace).items())
+    return "\n".join(["| metric | value |", "|---|---|", *rows])
+
+
 def speedup(diffusion: Trace, ar: Trace) -> float | None:
     """Effective tok/s of diffusion over AR (both generated tokens / own wall time)."""
     d, a = diffusion.metrics()["effective_tok_s"], ar.metrics()["effective_tok_s"]
