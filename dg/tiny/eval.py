@@ -1,0 +1,182 @@
+"""Held-out evaluation of the tiny DiffusionGemma: accuracy per skill in diffusion and AR mode.
+
+Examples come from `skills.sample_examples(seed, n)` (training draws only from seeds >= 1000, so
+small seeds are held out). Each example is prompted through the checkpoint's chat template and
+decoded twice with the same weights: the entropy-bound sampler (the checkpoint's generation config)
+and greedy AR. Reported per skill: accuracy in both modes, TPF (report §3.4: generated tokens /
+(denoising steps + K − 1)), effective steps and NFE. Arithmetic is also run with thinking forced on
+and forced off on the same problems.
+
+    python -m dg.tiny.eval --seed 0 --n 100 [--model DIR] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import torch
+
+from dg.ar import generate_ar
+from dg.loading import load
+from dg.prompts import build_inputs, split_thought
+from dg.sampler import generate_diffusion
+from dg.tiny import skills
+from dg.tiny.model import check_vocab
+
+THINKING_SKILL = "arithmetic"
+
+
+@dataclass
+class EvalConfig:
+    """Single source of the evaluation defaults."""
+
+    model: str | None = None  # None: the embedded checkpoint in assets/
+    seed: int = 0
+    n: int = 100
+    skills: tuple[str, ...] = skills.SKILLS
+    ar: bool = True
+    threads: int = 2
+
+    def __post_init__(self):
+        if self.n <= 0:
+            raise ValueError(f"n must be > 0, got {self.n}")
+        if self.seed < 0:
+            raise ValueError(f"seed must be >= 0, got {self.seed}")
+        if self.threads <= 0:
+            raise ValueError(f"threads must be > 0, got {self.threads}")
+        for s in self.skills:
+            if s not in skills.SKILLS:
+                raise ValueError(f"unknown skill {s!r}; expected one of {skills.SKILLS}")
+
+
+@dataclass
+class Outcome:
+    skill: str
+    correct: bool
+    answer: str
+    tpf: float = 0.0
+    effective_steps: float = 0.0
+    nfe: int = 0
+
+
+@dataclass
+class Tally:
+    diffusion: list[Outcome] = field(default_factory=list)
+    ar: list[Outcome] = field(default_factory=list)
+
+
+def answer_of(tokenizer, token_ids) -> str:
+    """Decoded reply with the thought channel and end-of-turn tokens removed."""
+    text = tokenizer.decode(list(token_ids), skip_special_tokens=False)
+    return split_thought(text, tokenizer.all_special_tokens)[1]
+
+
+def run_diffusion(loaded, example, thinking: bool, seed: int) -> Outcome:
+    inputs = build_inputs(loaded.processor, example.prompt, images=example.image, thinking=thinking)
+    torch.manual_seed(seed)  # canvas init, candidates and renoise draws are the only randomness
+    trace = generate_diffusion(loaded.model, inputs, loaded.sampler_config)
+    answer = answer_of(loaded.tokenizer, trace.token_ids)
+    m = trace.metrics()
+    return Outcome(example.skill, skills.score(example, answer), answer, m["tpf"], m["effective_steps"], m["nfe"])
+
+
+def run_ar(loaded, example, thinking: bool) -> Outcome:
+    inputs = build_inputs(loaded.processor, example.prompt, images=example.image, thinking=thinking)
+    trace = generate_ar(loaded.model, inputs, loaded.sampler_config.max_new_tokens, loaded.eos_token_ids)
+    answer = answer_of(loaded.tokenizer, trace.token_ids)
+    return Outcome(example.skill, skills.score(example, answer), answer, nfe=trace.metrics()["nfe"])
+
+
+def mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values) if values else 0.0
+
+
+def summarise(tallies: dict[str, Tally], thinking: dict[bool, list[bool]]) -> dict:
+    per_skill = {}
+    for name, t in tallies.items():
+        per_skill[name] = {
+            "n": len(t.diffusion),
+            "diffusion_acc": mean(o.correct for o in t.diffusion),
+            "ar_acc": mean(o.correct for o in t.ar) if t.ar else None,
+            "tpf": mean(o.tpf for o in t.diffusion),
+            "effective_steps": mean(o.effective_steps for o in t.diffusion),
+            "nfe": mean(o.nfe for o in t.diffusion),
+            "ar_nfe": mean(o.nfe for o in t.ar) if t.ar else None,
+        }
+    return {
+        "skills": per_skill,
+        "arithmetic_thinking": {"on": mean(thinking[True]), "off": mean(thinking[False]),
+                                "n": len(thinking[True])},
+        "mean_diffusion_acc": mean(s["diffusion_acc"] for s in per_skill.values()),
+        "mean_tpf": mean(s["tpf"] for s in per_skill.values()),
+    }
+
+
+def evaluate(cfg: EvalConfig, loaded=None, progress=None) -> dict:
+    """Accuracy per skill (diffusion and AR), TPF, effective steps, thinking on/off for arithmetic."""
+    torch.set_num_threads(cfg.threads)
+    loaded = loaded or load(cfg.model)
+    check_vocab(loaded.model, loaded.processor)
+    examples = skills.sample_examples(cfg.seed, cfg.n, cfg.skills)
+    tallies: dict[str, Tally] = defaultdict(Tally)
+    thinking: dict[bool, list[bool]] = {True: [], False: []}
+    seeds = random.Random(cfg.seed)
+    for i, ex in enumerate(examples):
+        own = bool(ex.thought)
+        seed = seeds.randrange(2**31)
+        d = run_diffusion(loaded, ex, own, seed)
+        tallies[ex.skill].diffusion.append(d)
+        if cfg.ar:
+            tallies[ex.skill].ar.append(run_ar(loaded, ex, own))
+        if ex.skill == THINKING_SKILL:  # the same problem with thinking forced the other way
+            thinking[own].append(d.correct)
+            thinking[not own].append(run_diffusion(loaded, ex, not own, seed).correct)
+        if progress is not None:
+            progress(i, ex, d)
+    return summarise(dict(tallies), thinking)
+
+
+def table(result: dict) -> str:
+    """A Markdown table of the summary (the model card's eval table)."""
+    rows = ["| skill | n | diffusion acc | AR acc | TPF | effective steps | NFE (diffusion) | NFE (AR) |",
+            "|---|---|---|---|---|---|---|---|"]
+    for name, s in result["skills"].items():
+        ar = "–" if s["ar_acc"] is None else f"{s['ar_acc']:.0%}"
+        ar_nfe = "–" if s["ar_nfe"] is None else f"{s['ar_nfe']:.1f}"
+        rows.append(f"| {name} | {s['n']} | {s['diffusion_acc']:.0%} | {ar} | {s['tpf']:.2f} | "
+                    f"{s['effective_steps']:.1f} | {s['nfe']:.1f} | {ar_nfe} |")
+    t = result["arithmetic_thinking"]
+    rows.append(f"\nArithmetic, same {t['n']} problems: thinking on {t['on']:.0%}, off {t['off']:.0%}. "
+                f"Mean diffusion accuracy {result['mean_diffusion_acc']:.0%}, mean TPF {result['mean_tpf']:.2f}.")
+    return "\n".join(rows)
+
+
+def main() -> None:
+    defaults = EvalConfig()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default=None, help="checkpoint folder (default: the embedded tiny model)")
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--n", type=int, default=defaults.n)
+    parser.add_argument("--skill", action="append", choices=skills.SKILLS, help="repeatable; default all")
+    parser.add_argument("--no-ar", action="store_true", help="skip the AR-mode pass")
+    parser.add_argument("--threads", type=int, default=defaults.threads)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args()
+    cfg = EvalConfig(model=args.model, seed=args.seed, n=args.n, skills=tuple(args.skill or skills.SKILLS),
+                     ar=not args.no_ar, threads=args.threads)
+
+    def show(i, ex, outcome):
+        if not args.json and not outcome.correct:
+            print(f"[{i}] {ex.skill}: got {outcome.answer!r}, want {ex.target!r}")
+
+    result = evaluate(cfg, progress=show)
+    print(json.dumps(result, indent=None if args.json else 2) if args.json else table(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""Training the tiny DiffusionGemma: the loss falls, resuming is exact, the decoder cannot peek."""
+
+import copy
+import random
+
+import pytest
+import torch
+
+from dg.tiny import skills
+from dg.tiny.data import encode_example, make_batch, num_canvases
+from dg.tiny.model import TinyModelConfig, build_model, check_vocab
+from dg.tiny.train import TrainConfig, losses, make_optimizer, train
+
+MICRO = dict(hidden_size=32, num_attention_heads=2, num_key_value_heads=1, head_dim=16, intermediate_size=64,
+             num_experts=2, top_k_experts=1, moe_intermediate_size=32, canvas_length=16,
+             vision_hidden_size=16, vision_layers=1, vision_heads=2)
+
+
+def micro_config(out, **kwargs) -> TrainConfig:
+    kwargs.setdefault("steps", 4)
+    kwargs.setdefault("batch_size", 4)
+    return TrainConfig(out=str(out), warmup_steps=50, threads=1,
+                       model=TinyModelConfig(**MICRO), **kwargs)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One thread: on a busy 2-core runner two OpenMP threads make these small ops several times slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def run_dir(tmp_path, processor):
+    processor.save_pretrained(tmp_path / "processor")  # train() reuses it instead of building one
+    return tmp_path
+
+
+def test_the_loss_goes_down_on_a_fixed_batch(processor):
+    cfg = micro_config("unused", lr=1e-2)
+    model = build_model(cfg.model, processor).train()
+    optimizer = make_optimizer(model, cfg)
+    examples = skills.sample_examples(0, 4, ("sudoku", "json"))
+    batch = make_batch([encode_example(e, processor) for e in examples], 16, processor.tokenizer, random.Random(0))
+    history = []
+    for _ in range(15):
+        parts = losses(model, batch, cfg, torch.Generator().manual_seed(0))
+        optimizer.zero_grad()
+        parts["loss"].backward()
+        optimizer.step()
+        history.append({k: v.item() for k, v in parts.items()})
+    assert history[-1]["diffusion"] < 0.7 * history[0]["diffusion"]
+    assert history[-1]["ar"] < 0.7 * history[0]["ar"]
+
+
+def test_resuming_continues_exactly_where_the_run_stopped(run_dir, processor, tmp_path_factory):
+    straight = tmp_path_factory.mktemp("straight")
+    processor.save_pretrained(straight / "processor")
+    train(micro_config(straight, steps=3, batch_size=2))
+    train(micro_config(run_dir, steps=2, batch_size=2))  # warmup spans every step: the same schedule
+    train(micro_config(run_dir, steps=3, batch_size=2), resume=True)
+    a = torch.load(straight / "checkpoint.pt", weights_only=False)
+    b = torch.load(run_dir / "checkpoint.pt", weights_only=False)
+    assert a["step"] == b["step"] == 3
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+
+
+def test_the_decoder_cannot_see_the_clean_tokens_of_its_own_canvas(processor):
+    """Scrambling the clean reply in the encoder's cache must not move the decoder's canvas logits."""
+    model = build_model(TinyModelConfig(**MICRO), processor).eval()
+    examples = skills.sample_examples(3, 6, ("sudoku", "arithmetic", "picture"))
+    batch = make_batch([encode_example(e, processor) for e in examples], 16, processor.tokenizer, random.Random(0))
+
+    def canvas_logits(b):
+        enc = model.model.encoder(input_ids=b.input_ids, attention_mask=b.attention_mask,
+                                  pixel_values=b.pixel_values, image_position_ids=b.image_position_ids)
+        return model(decoder_input_ids=b.canvas_targets, past_key_values=enc.past_key_values,
+                     decoder_attention_mask=b.decoder_attention_mask,
+                     decoder_position_ids=b.decoder_position_ids).logits
+
+    scrambled = copy.deepcopy(batch)
+    for i in range(len(examples)):
+        start, end = int(batch.decoder_position_ids[i, 0]), int(batch.attention_mask[i].sum())
+        scrambled.input_ids[i, start:end] = torch.randint(20, len(processor.tokenizer), (end - start,))
+    prompt_changed = copy.deepcopy(batch)
+    prompt_changed.input_ids[:, 3] = 50
+    with torch.no_grad():
+        reference = canvas_logits(batch)
+        assert torch.equal(reference, canvas_logits(scrambled))
+        assert not torch.allclose(reference, canvas_logits(prompt_changed))  # the prompt is visible
+
+
+def test_each_example_denoises_one_of_the_canvases_its_reply_spans(processor):
+    examples = skills.sample_examples(5, 8, ("arithmetic",))
+    encoded = [encode_example(e, processor) for e in examples]
+    batch = make_batch(encoded, 16, processor.tokenizer, random.Random(1))
+    for i, e in enumerate(encoded):
+        k = (int(batch.decoder_position_ids[i, 0]) - len(e.prompt_ids)) // 16
+        assert 0 <= k < num_canvases(len(e.reply_ids), 16)
+        visible = batch.decoder_attention_mask[i, : batch.input_ids.shape[1]]
+        assert visible.sum() == len(e.prompt_ids) + 16 * k
+
+
+def test_a_tokenizer_that_does_not_match_the_model_is_rejected(processor):
+    model = build_model(TinyModelConfig(**MICRO), processor)
+    model.config.text_config.vocab_size += 1
+    with pytest.raises(ValueError, match="vocab"):
+        check_vocab(model, processor)
+
+
+@pytest.mark.parametrize("field, value", [("steps", 0), ("minutes", 0), ("batch_size", 0), ("lr", -1.0),
+                                          ("self_conditioning_p", 1.5), ("threads", 0)])
+def test_impossible_training_settings_are_rejected_by_name(field, value):
+    with pytest.raises(ValueError, match=field):
+        TrainConfig(**{field: value})
