@@ -419,7 +419,9 @@ def sample_step_triton(
 
     `scaled_logits` is written by the vocabulary kernel in the same pass that reads the logits
     (logits / τ, IEEE division, rounded to the logits' dtype); the entropy, argmax and sample are
-    computed from exactly those rounded values. Entropy is float32 whatever the logits' dtype.
+    computed from exactly those rounded values, so argmax equals torch.argmax of `scaled_logits`
+    (first index on ties) and entropy is within ~1e-5 of its exact value (float32 accumulation,
+    returned as float32 whatever the logits' dtype).
     Like the torch path, every non-accepted position is renoised, so `current_canvas` only fixes
     the expected (B, C) shape.
     """
