@@ -22,7 +22,7 @@ import torch
 
 from dg.ar import generate_ar
 from dg.loading import load
-from dg.prompts import build_inputs, split_thought
+from dg.prompts import CONTROL_TOKENS, build_inputs, split_thought
 from dg.sampler import generate_diffusion
 from dg.tiny import skills
 from dg.tiny.model import check_vocab
@@ -70,9 +70,9 @@ class Tally:
 
 
 def answer_of(tokenizer, token_ids) -> str:
-    """Decoded reply with the thought channel and end-of-turn tokens removed."""
+    """Decoded reply (special tokens kept) with the thought channel and control tokens removed."""
     text = tokenizer.decode(list(token_ids), skip_special_tokens=False)
-    return split_thought(text, tokenizer.all_special_tokens)[1]
+    return split_thought(text, (*tokenizer.all_special_tokens, *CONTROL_TOKENS))[1]
 
 
 def run_diffusion(loaded, example, thinking: bool, seed: int) -> Outcome:

@@ -45,7 +45,7 @@ class TrainConfig:
     steps: int = 4000
     minutes: float | None = None  # wall-clock cap; the run checkpoints and stops when it is reached
     seed: int = 0
-    batch_size: int = 32
+    batch_size: int = 16
     lr: float = 2e-3
     min_lr_ratio: float = 0.05
     warmup_steps: int = 50
