@@ -21,7 +21,7 @@ from dg.config import KNOBS
 from dg.prompts import open_image
 from dg.trace import Trace
 
-FPS = 20  # live frames per second at most; the replay keeps every step
+FPS = live.DEFAULT_FPS  # live frames per second at most; the replay keeps every step
 MAX_UPLOAD = "20mb"
 EXAMPLES_DIR = Path(__file__).resolve().parent / "assets" / "examples"
 KNOB_NAMES = [k.name for k in KNOBS]
@@ -51,6 +51,23 @@ CLICK_JS = """element.addEventListener('click', (e) => {
 });"""
 
 
+def _canvas(trace, tokenizer, step=None, **kwargs) -> str:
+    return _bare(render.canvas_html(trace, tokenizer, step, **kwargs))
+
+
+def _panel(trace, step=None) -> str:
+    return _bare(render.step_panel_html(trace, step))
+
+
+def _text(trace, tokenizer) -> str:
+    return _bare(render.text_view_html(trace, tokenizer))
+
+
+def _bare(view: str) -> str:
+    """A view without its <style> block: the legend brings render.CSS to the page once, so frames stay small."""
+    return view.replace(render.CSS, "")
+
+
 def _prepare(loaded, prompt, image, thinking, seed, knobs):
     try:
         return live.prepare_run(loaded, prompt, image, thinking, seed, dict(zip(KNOB_NAMES, knobs)))
@@ -59,11 +76,12 @@ def _prepare(loaded, prompt, image, thinking, seed, knobs):
 
 
 def _named(fn, *names):
-    """`fn(*values, request=...)` as a generator with one named parameter per input: the API names each knob."""
+    """`fn(*values, request=...)` as an async generator with one named parameter per input: the API names each knob."""
 
-    def named(*args):
+    async def named(*args):
         *values, request = args
-        yield from fn(*values, request=request)
+        async for update in fn(*values, request=request):
+            yield update
 
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
     params = [inspect.Parameter(n, kind) for n in names]
@@ -115,8 +133,8 @@ def generate_view(loaded, ui):
         with gr.Column(scale=3):
             ui.status = gr.Markdown("Pick an example or type a prompt, then **Generate**.")
             gr.HTML(render.legend_html())
-            ui.panel = gr.HTML(render.step_panel_html(Trace()))
-            ui.canvas = gr.HTML(render.canvas_html(Trace(), tok), elem_id="dg-canvas", js_on_load=CLICK_JS)
+            ui.panel = gr.HTML(_panel(Trace()))
+            ui.canvas = gr.HTML(_canvas(Trace(), tok), elem_id="dg-canvas", js_on_load=CLICK_JS)
             ui.text = gr.HTML()
             with gr.Row():
                 ui.picker = gr.Dropdown([], label="Run (every run of this session keeps its replay)", scale=3)
@@ -142,30 +160,33 @@ def generate_view(loaded, ui):
         if not trace.steps:
             return ""
         pos = min(max(int(pos or 0), 0), len(trace.steps[0].argmax) - 1)
-        return render.inspector_html(trace, tok, min(max(int(step), 0), len(trace.steps) - 1), pos)
+        return _bare(render.inspector_html(trace, tok, min(max(int(step), 0), len(trace.steps) - 1), pos))
 
     def run_view(trace, show="argmax", pos=0) -> dict:
         """Everything that shows one finished run: its last step, the plots, the slider over all steps."""
         last = len(trace.steps) - 1 if trace.steps else None
         folder = Path(tempfile.mkdtemp(prefix="dg-trace-"))
-        return {ui.canvas: render.canvas_html(trace, tok, last, show=show), ui.panel: render.step_panel_html(trace, last),
-                ui.text: render.text_view_html(trace, tok), ui.inspector: inspect_at(trace, last or 0, pos),
+        return {ui.canvas: _canvas(trace, tok, last, show=show), ui.panel: _panel(trace, last),
+                ui.text: _text(trace, tok), ui.inspector: inspect_at(trace, last or 0, pos),
                 ui.step: gr.Slider(maximum=max(last or 0, 1), value=last or 0), ui.heat: plots.entropy_heatmap(trace),
                 ui.settle: plots.settle_steps(trace), ui.accepted: plots.accepted_per_step(trace),
                 ui.timeline: plots.canvas_timeline(trace, tok),
                 ui.trace_file: str(export.trace_json(trace, folder / "trace.json"))}
 
-    def generate(prompt, image, thinking, seed, *rest, request=None):
+    async def generate(prompt, image, thinking, seed, *rest, request=None):
         *knobs, runs = rest
         inputs, config, seed = _prepare(loaded, prompt, image, thinking, seed, knobs)
         run = live.diffusion_run(loaded, inputs, config, seed).start()
         ui.sessions.add(_session(request), run)
+        shown = None
         try:
-            for frame in run.frames(FPS):
+            async for (frame,) in live.awatch([run], FPS):
                 status = (f"running… canvas {frame.steps[-1].canvas + 1}, {len(frame.steps)} steps" if frame.steps
                           else live.waiting_message(run))
-                yield {ui.canvas: render.canvas_html(frame, tok), ui.panel: render.step_panel_html(frame),
-                       ui.text: render.text_view_html(frame, tok), ui.status: status}
+                update = {ui.canvas: _canvas(frame, tok), ui.panel: _panel(frame), ui.status: status}
+                if (text := _text(frame, tok)) != shown:  # the text only grows when a canvas commits
+                    update[ui.text] = shown = text
+                yield update
         finally:
             run.stop()  # the page went away or the run ended: stop sampling either way
         _notify(run)
@@ -178,7 +199,7 @@ def generate_view(loaded, ui):
         if trace is None or not trace.steps:
             return gr.skip(), gr.skip(), gr.skip()
         step = min(max(int(step or 0), 0), len(trace.steps) - 1)
-        return (render.canvas_html(trace, tok, step, show=show), render.step_panel_html(trace, step),
+        return (_canvas(trace, tok, step, show=show), _panel(trace, step),
                 inspect_at(trace, step, pos))
 
     def pick(runs, label, show, pos):
@@ -236,7 +257,7 @@ def ab_events(loaded, ui, run_inputs):
     """A/B: A with the settings, B with one knob changed; same prompt and seed (B runs after A: the RNG lock)."""
     tok = loaded.tokenizer
 
-    def ab(prompt, image, thinking, seed, *rest, request=None):
+    async def ab(prompt, image, thinking, seed, *rest, request=None):
         *knobs, knob, value, runs = rest
         inputs, config_a, seed = _prepare(loaded, prompt, image, thinking, seed, knobs)
         try:
@@ -250,10 +271,10 @@ def ab_events(loaded, ui, run_inputs):
         ui.sessions.add(_session(request), a, b)
         titles = (f"A: {knob} = {getattr(config_a, knob)}", f"B: {knob} = {getattr(config_b, knob)}")
         try:
-            for fa, fb in live.watch([a, b], FPS):
+            async for fa, fb in live.awatch([a, b], FPS):
                 yield {ui.ab_box: gr.Accordion(visible=True),
-                       ui.ab_a: render.canvas_html(fa, tok, title=titles[0]) + render.text_view_html(fa, tok),
-                       ui.ab_b: render.canvas_html(fb, tok, title=titles[1]) + render.text_view_html(fb, tok)}
+                       ui.ab_a: _canvas(fa, tok, title=titles[0]) + _text(fa, tok),
+                       ui.ab_b: _canvas(fb, tok, title=titles[1]) + _text(fb, tok)}
         finally:
             a.stop(), b.stop()
         for tag, trace in (("A", fa), ("B", fb)):
@@ -289,19 +310,18 @@ def race_view(loaded, ui, ar_model):
     ui.race_chart, ui.speedup = gr.Plot(label="Tokens vs wall time"), gr.Markdown()
 
     def sides(d, a, ar_tok) -> dict:
-        return {ui.d_canvas: render.canvas_html(d, tok), ui.d_stats: race.side_table(d),
-                ui.d_text: render.text_view_html(d, tok), ui.a_canvas: render.canvas_html(a, ar_tok),
-                ui.a_stats: race.side_table(a), ui.a_text: render.text_view_html(a, ar_tok),
+        return {ui.d_canvas: _canvas(d, tok), ui.d_stats: race.side_table(d), ui.d_text: _text(d, tok),
+                ui.a_canvas: _canvas(a, ar_tok), ui.a_stats: race.side_table(a), ui.a_text: _text(a, ar_tok),
                 ui.race_status: "finished" if d.done and a.done else "racing…"}
 
-    def run_race(prompt, thinking, seed, *rest, request=None):
+    async def run_race(prompt, thinking, seed, *rest, request=None):
         *knobs, runs = rest
         inputs, config, seed = _prepare(loaded, prompt, None, thinking, seed, knobs)
         contest = race.start_race(loaded, prompt, inputs=inputs, thinking=bool(thinking), config=config, seed=seed,
                                   ar_model=ar_model)
         ui.sessions.add(_session(request), contest.diffusion, contest.ar)
         try:
-            for d, a in contest.frames(FPS):
+            async for d, a in live.awatch([contest.diffusion, contest.ar], FPS):
                 yield sides(d, a, contest.ar_tokenizer)
         finally:
             contest.stop()
@@ -402,7 +422,7 @@ def _token_row(tokenizer, ids, marks, clean, what) -> str:
         cells.append(f'<span class="dg-cell" style="display:inline-block;margin:2px;background:{color}33;'
                      f'border-color:{color}" title="{html.escape(tip)}">'
                      f"{html.escape(render.token_piece(tokenizer, token_id))}</span>")
-    return (f'{render.CSS}<div class="dg-view">{"".join(cells)}'
+    return (f'<div class="dg-view">{"".join(cells)}'
             f'<div class="dg-muted">{sum(marks)}/{len(marks)} {what}</div></div>')
 
 

@@ -1,8 +1,9 @@
 """Live runs: a dg stream running in a background thread into a growing `Trace`, for the UI to watch.
 
 The sampler (or AR decoding) runs in its own thread at full speed and appends every record to a
-`Trace` under a lock; the UI polls `LiveRun.frames(fps)`, which hands out a consistent snapshot
-whenever new records arrived, at most `fps` times a second. Generation never waits for drawing.
+`Trace` under a lock; the UI polls it at a frame interval (`watch`, or `awatch` inside an event
+loop) and gets a consistent snapshot whenever new records arrived. Generation never waits for
+drawing; every step stays in the trace for the replay, however many frames were drawn.
 A `threading.Event` stops a run between two steps; what was produced so far stays in the trace.
 
 The sampler draws from torch's global RNG, so diffusion runs take `RNG_LOCK` from
@@ -12,10 +13,11 @@ The sampler draws from torch's global RNG, so diffusion runs take `RNG_LOCK` fro
 """
 
 import argparse
+import asyncio
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import torch
 
@@ -26,8 +28,8 @@ from dg.sampler import stream_diffusion
 from dg.trace import RunEnd, Trace
 
 RNG_LOCK = threading.Lock()  # held by every seeded run, from manual_seed to its last draw
-DEFAULT_FPS = 20.0
-HEARTBEAT_S = 0.5  # frames() yields at least this often, so a waiting UI can say why
+DEFAULT_FPS = 14.0  # ≥ 10 frames/s on screen; each frame costs the sampler CPU on a small machine
+HEARTBEAT_S = 0.5  # a frame at least this often, so a waiting UI can say why
 MAX_RUNS = 20  # finished runs a session keeps for replay
 
 
@@ -43,7 +45,7 @@ class LiveRun:
         self.queued = True  # True until the run holds the RNG and starts
         self._count = 0
         self._finished = False
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._work, name=f"dg-live-{label or id(self)}", daemon=True)
 
     @classmethod
@@ -61,10 +63,9 @@ class LiveRun:
         return self
 
     def _emit(self, record) -> None:
-        with self._cond:
+        with self._lock:
             self.trace.add(record)
             self._count += 1
-            self._cond.notify_all()
 
     def _work(self) -> None:
         try:
@@ -79,9 +80,7 @@ class LiveRun:
                 ends = (*self.trace.steps, *self.trace.canvases, *self.trace.tokens)
                 self._emit(RunEnd("error", 0, 0, max((r.t for r in ends), default=0.0)))
         finally:
-            with self._cond:
-                self._finished = True
-                self._cond.notify_all()
+            self._finished = True
 
     def _run(self) -> None:
         if self.start_gate is not None:
@@ -104,41 +103,49 @@ class LiveRun:
 
     def snapshot(self) -> Trace:
         """A consistent copy of the trace so far (records are never mutated, so a shallow copy is enough)."""
-        with self._cond:
+        with self._lock:
             t = self.trace
             return Trace(t.start, list(t.steps), list(t.canvases), list(t.tokens), t.end)
 
     def frames(self, fps: float = DEFAULT_FPS) -> Iterator[Trace]:
         """Snapshots as records arrive, at most `fps` a second; the last one is the finished trace."""
-        interval, seen, last = 1.0 / fps, -1, 0.0
-        while True:
-            with self._cond:
-                self._cond.wait_for(lambda: self._count != seen or self._finished, timeout=HEARTBEAT_S)
-            wait = last + interval - time.perf_counter()
-            if wait > 0 and not self._finished:  # pace frames, but never delay the final one
-                with self._cond:
-                    self._cond.wait_for(lambda: self._finished, timeout=wait)
-            with self._cond:
-                finished, seen = self._finished, self._count
-            last = time.perf_counter()
-            yield self.snapshot()
-            if finished:
-                return
+        for (snapshot,) in watch([self], fps):
+            yield snapshot
 
 
 def watch(runs: list[LiveRun], fps: float = DEFAULT_FPS) -> Iterator[tuple[Trace, ...]]:
     """Snapshots of several runs together, polled at the frame interval; the last tuple is final."""
-    interval, seen, last = 1.0 / fps, None, 0.0
+    for snaps, deadline in _polls(runs, fps):
+        if snaps is not None:
+            yield snaps
+        if deadline is not None:
+            time.sleep(max(0.0, deadline - time.perf_counter()))
+
+
+async def awatch(runs: list[LiveRun], fps: float = DEFAULT_FPS) -> AsyncIterator[tuple[Trace, ...]]:
+    """`watch` for an event loop: one timer wake-up per frame and no thread hand-offs, so a server
+    streaming frames steals as little CPU as possible from the sampler thread."""
+    for snaps, deadline in _polls(runs, fps):
+        if snaps is not None:
+            yield snaps
+        if deadline is not None:
+            await asyncio.sleep(max(0.0, deadline - time.perf_counter()))
+
+
+def _polls(runs, fps):
+    """(snapshots or None, deadline of the next poll or None once finished): snapshots only when new
+    records arrived (or a heartbeat is due), deadlines one frame interval apart."""
+    interval, seen, last = 1.0 / fps, None, -HEARTBEAT_S
     while True:
         finished = all(r.finished for r in runs)
         counts = tuple(r._count for r in runs)
         now = time.perf_counter()
-        if counts != seen or finished or now - last >= HEARTBEAT_S:
+        fresh = counts != seen or finished or now - last >= HEARTBEAT_S
+        if fresh:
             seen, last = counts, now
-            yield tuple(r.snapshot() for r in runs)
+        yield (tuple(r.snapshot() for r in runs) if fresh else None), (None if finished else now + interval)
         if finished:
             return
-        time.sleep(interval)
 
 
 def share_cpu(device) -> None:

@@ -1,0 +1,157 @@
+"""Quality bar of the app: first canvas frame latency, live frame rate, and what drawing costs generation.
+
+Starts the real server (`python app.py`) on a free port, drives its Generate endpoint with
+gradio_client, and times every streamed update as it arrives. The same run (same prompt, settings and
+seed) also runs headless through dg.sampler in this process, alternating with the UI runs; the
+sampler's own wall time (RunEnd.t, from the trace JSON the UI returns) is compared with the headless
+one. Bars: first canvas frame ≤ 0.5 s after submit, ≥ 10 frames/s, UI run ≤ 10 % slower.
+
+    python -m dg.bench_ui [--model DIR] [--prompt "What is 487 + 356?"] [--thinking] [--repeats 3]
+
+Prints a table, then one JSON line. The browser's own paint time is not included (gradio_client).
+"""
+
+import argparse
+import json
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from dg.config import KNOBS
+from dg.live import share_cpu
+from dg.loading import load
+from dg.prompts import build_inputs
+from dg.sampler import generate_diffusion
+from dg.trace import Trace
+
+APP = Path(__file__).resolve().parent.parent / "app.py"
+CANVAS_FRAME = re.compile(r"step \d+ · showing")  # a drawn step, not the "waiting" placeholder
+BARS = {"first_frame_s": 0.5, "frames_per_s": 10.0, "slowdown": 0.10}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(model: str | None, port: int, timeout: float = 180.0) -> subprocess.Popen:
+    """`python app.py` in a subprocess; returns once it answers HTTP."""
+    import httpx
+
+    cmd = [sys.executable, str(APP), "--port", str(port)] + (["--model", str(model)] if model else [])
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"app.py exited with {proc.returncode}:\n{proc.stdout.read()}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/", timeout=1.0).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    proc.kill()
+    raise TimeoutError(f"app.py did not answer on port {port} within {timeout:.0f} s")
+
+
+def ui_run(client, prompt: str, thinking: bool, seed: int, knobs: dict, poll_s: float = 0.02) -> dict:
+    """One Generate through the server: arrival time of every streamed update, and the returned trace."""
+    t0 = time.perf_counter()
+    job = client.submit(prompt=prompt, image=None, thinking=thinking, seed=seed, api_name="/generate", **knobs)
+    arrivals, seen = [], 0
+    while not job.done() or len(job.outputs()) > seen:
+        outputs = job.outputs()
+        now = time.perf_counter() - t0
+        for out in outputs[seen:]:
+            arrivals.append((now, out))
+        seen = len(outputs)
+        time.sleep(poll_s)
+    final = job.result()
+    end = time.perf_counter() - t0
+    trace_path = final[10]  # the "Trace (JSON)" output of /generate
+    trace = Trace.from_json(Path(trace_path).read_text())
+    frames = [t for t, out in arrivals[:-1] if isinstance(out[0], str) and CANVAS_FRAME.search(out[0])]
+    span = frames[-1] - frames[0] if len(frames) > 1 else 0.0
+    return {"first_frame_s": frames[0] if frames else None, "frames": len(frames),
+            "frames_per_s": (len(frames) - 1) / span if span > 0 else 0.0, "end_to_end_s": end,
+            "sampler_wall_s": trace.end.t, "steps": len(trace.steps), "token_ids": trace.token_ids}
+
+
+def headless_run(loaded, prompt: str, thinking: bool, seed: int, config) -> dict:
+    t0 = time.perf_counter()
+    inputs = build_inputs(loaded.processor, prompt, thinking=thinking, device=loaded.device)
+    torch.manual_seed(seed)
+    trace = generate_diffusion(loaded.model, inputs, config)
+    return {"sampler_wall_s": trace.end.t, "end_to_end_s": time.perf_counter() - t0, "steps": len(trace.steps),
+            "token_ids": trace.token_ids}
+
+
+def main() -> None:
+    from gradio_client import Client
+
+    parser = argparse.ArgumentParser(description="Benchmark the app's live canvas against a headless run.")
+    parser.add_argument("--model", default=None, help="default: the embedded tiny model")
+    parser.add_argument("--prompt", default="What is 487 + 356?")
+    parser.add_argument("--thinking", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+
+    loaded = load(args.model)
+    share_cpu(loaded.device)  # the server does the same
+    config = loaded.sampler_config
+    knobs = {k.name: getattr(config, k.name) for k in KNOBS}
+    port = free_port()
+    server = start_server(args.model, port)
+    try:
+        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        ui_run(client, args.prompt, args.thinking, args.seed, knobs)  # warm-up: first-call costs on both sides
+        headless_run(loaded, args.prompt, args.thinking, args.seed, config)
+        ui, headless = [], []
+        for _ in range(args.repeats):
+            headless.append(headless_run(loaded, args.prompt, args.thinking, args.seed, config))
+            ui.append(ui_run(client, args.prompt, args.thinking, args.seed, knobs))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+    med = lambda rows, key: statistics.median(r[key] for r in rows if r[key] is not None)  # noqa: E731
+    result = {
+        "model": loaded.source, "prompt": args.prompt, "thinking": args.thinking, "seed": args.seed,
+        "repeats": args.repeats, "steps": ui[0]["steps"],
+        "first_frame_s": med(ui, "first_frame_s"), "frames_per_s": med(ui, "frames_per_s"),
+        "frames": med(ui, "frames"), "ui_sampler_wall_s": med(ui, "sampler_wall_s"),
+        "headless_sampler_wall_s": med(headless, "sampler_wall_s"), "ui_end_to_end_s": med(ui, "end_to_end_s"),
+        "headless_end_to_end_s": med(headless, "end_to_end_s"),
+        "same_tokens": all(r["token_ids"] == headless[0]["token_ids"] for r in ui + headless),
+    }
+    result["slowdown"] = result["ui_sampler_wall_s"] / result["headless_sampler_wall_s"] - 1
+    result["pass"] = {"first_frame": result["first_frame_s"] <= BARS["first_frame_s"],
+                      "frames_per_s": result["frames_per_s"] >= BARS["frames_per_s"],
+                      "slowdown": result["slowdown"] <= BARS["slowdown"]}
+    print(f"{'metric':<28}{'value':>12}  bar")
+    rows = [("first canvas frame (s)", result["first_frame_s"], f"≤ {BARS['first_frame_s']}"),
+            ("frames/s received", result["frames_per_s"], f"≥ {BARS['frames_per_s']}"),
+            ("steps in the run", result["steps"], ""),
+            ("sampler wall, UI (s)", result["ui_sampler_wall_s"], ""),
+            ("sampler wall, headless (s)", result["headless_sampler_wall_s"], ""),
+            ("slowdown", result["slowdown"], f"≤ {BARS['slowdown']:.0%}"),
+            ("end to end, UI (s)", result["ui_end_to_end_s"], ""),
+            ("end to end, headless (s)", result["headless_end_to_end_s"], ""),
+            ("same tokens UI/headless", result["same_tokens"], "True")]
+    for name, value, bar in rows:
+        print(f"{name:<28}{value:>12.3f}  {bar}" if isinstance(value, float) else f"{name:<28}{value!s:>12}  {bar}")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
