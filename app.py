@@ -87,6 +87,7 @@ def _named(fn, *names):
     params = [inspect.Parameter(n, kind) for n in names]
     named.__signature__ = inspect.Signature([*params, inspect.Parameter("request", kind, default=None,
                                                                         annotation=gr.Request)])
+    named.__annotations__ = {"request": gr.Request}  # Gradio finds the request parameter by its type hint
     return named
 
 
@@ -191,7 +192,7 @@ def generate_view(loaded, ui):
             run.stop()  # the page went away or the run ended: stop sampling either way
         _notify(run)
         trace = run.snapshot()
-        runs = live.keep_run(runs, live.run_label(runs, prompt, trace), trace)
+        runs = live.keep_run(runs, prompt, trace)
         yield {**run_view(trace), ui.runs: runs, ui.picker: _picker(runs), ui.status: live.summary(trace)}
 
     def replay(runs, label, step, show, pos):
@@ -270,16 +271,17 @@ def ab_events(loaded, ui, run_inputs):
         b = live.diffusion_run(loaded, inputs, config_b, seed, label="B").start()
         ui.sessions.add(_session(request), a, b)
         titles = (f"A: {knob} = {getattr(config_a, knob)}", f"B: {knob} = {getattr(config_b, knob)}")
+        sides = lambda fa, fb: {ui.ab_box: gr.Accordion(visible=True),  # noqa: E731
+                                ui.ab_a: _canvas(fa, tok, title=titles[0]) + _text(fa, tok),
+                                ui.ab_b: _canvas(fb, tok, title=titles[1]) + _text(fb, tok)}
         try:
             async for fa, fb in live.awatch([a, b], FPS):
-                yield {ui.ab_box: gr.Accordion(visible=True),
-                       ui.ab_a: _canvas(fa, tok, title=titles[0]) + _text(fa, tok),
-                       ui.ab_b: _canvas(fb, tok, title=titles[1]) + _text(fb, tok)}
+                yield sides(fa, fb)
         finally:
             a.stop(), b.stop()
         for tag, trace in (("A", fa), ("B", fb)):
-            runs = live.keep_run(runs, live.run_label(runs, prompt, trace, f" {tag}"), trace)
-        yield {ui.ab_summary: live.compare_table(dict(zip(titles, (fa, fb)))), ui.runs: runs, ui.picker: _picker(runs)}
+            runs = live.keep_run(runs, prompt, trace, f" {tag}")
+        yield {**sides(fa, fb), ui.ab_summary: live.compare_table(dict(zip(titles, (fa, fb)))), ui.runs: runs, ui.picker: _picker(runs)}
 
     ab = _named(ab, "prompt", "image", "thinking", "seed", *KNOB_NAMES, "b_knob", "b_value", "runs")
     ui.ab_go.click(ab, [*run_inputs, ui.ab_knob, ui.ab_value, ui.runs],
@@ -328,7 +330,7 @@ def race_view(loaded, ui, ar_model):
         _notify(contest.diffusion), _notify(contest.ar)
         x = race.speedup(d, a)
         summary = f"**Speedup** (effective tok/s, diffusion ÷ AR): **{x:.2f}×**" if x else "Speedup: n/a"
-        runs = live.keep_run(runs, live.run_label(runs, prompt, d, " race"), d)
+        runs = live.keep_run(runs, prompt, d, " race")
         yield {**sides(d, a, contest.ar_tokenizer), ui.race_chart: plots.race_chart(d, a), ui.speedup: summary,
                ui.runs: runs, ui.picker: _picker(runs)}
 

@@ -224,16 +224,16 @@ def prepare_run(loaded, prompt: str, image, thinking: bool, seed, knobs: dict) -
     return inputs, config, int(seed)
 
 
-def run_label(runs: list, prompt: str, trace: Trace, tag: str = "") -> str:
-    """'#3 A What is 487 + 356? · 24 steps (stopped)': how the run picker lists a finished run."""
+def keep_run(runs: list, prompt: str, trace: Trace, tag: str = "", limit: int = MAX_RUNS) -> list:
+    """A session's run history with this run appended under a new label, '#3 A What is 487 + 356? · 24 steps'.
+
+    Returns a new list (Gradio state is replaced, not mutated); only the newest `limit` runs stay.
+    """
+    n = runs[-1]["n"] + 1 if runs else 1
     stopped = " (stopped)" if trace.end is not None and trace.end.finish_reason == "cancelled" else ""
     short = prompt if len(prompt) <= 32 else prompt[:31] + "…"
-    return f"#{len(runs) + 1}{tag} {short} · {len(trace.steps)} steps{stopped}"
-
-
-def keep_run(runs: list, label: str, trace: Trace, limit: int = MAX_RUNS) -> list:
-    """A session's run history with this run appended (a new list: Gradio state is replaced, not mutated)."""
-    return [*runs, {"label": label, "trace": trace}][-limit:]
+    label = f"#{n}{tag} {short} · {len(trace.steps or trace.tokens)} steps{stopped}"
+    return [*runs, {"n": n, "label": label, "trace": trace}][-limit:]
 
 
 def find_run(runs: list, label: str | None) -> Trace | None:
@@ -251,7 +251,8 @@ def summary(trace: Trace) -> str:
     """One markdown line on a finished diffusion run, with the report's metric names."""
     m = trace.metrics()
     finish = trace.end.finish_reason if trace.end else "running"
-    return (f"**Done**: {m['tokens']} tokens, {m['total_steps']} steps over {m['canvases']} canvases · NFE {m['nfe']} · "
+    head = {"cancelled": "Stopped", "error": "Failed"}.get(finish, "Done")
+    return (f"**{head}**: {m['tokens']} tokens, {m['total_steps']} steps over {m['canvases']} canvases · NFE {m['nfe']} · "
             f"TPF {m['tpf']:.2f} · effective steps {m['effective_steps']:.1f} · {m['wall_s']:.2f} s · finish: {finish}")
 
 
