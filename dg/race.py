@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from transformers.generation.streamers import BaseStreamer
 
 from dg.config import SamplerConfig
 from dg.live import DEFAULT_FPS, LiveRun, ar_run, diffusion_run, watch
@@ -74,7 +75,7 @@ class ScoreRecorder:
         return scores
 
 
-class TraceStreamer:
+class TraceStreamer(BaseStreamer):
     """`generate()` streamer: every pushed token becomes a TokenRecord stamped with the run's clock."""
 
     def __init__(self, emit, clock: float, scores: ScoreRecorder | None = None):
@@ -115,10 +116,7 @@ class CancelCriteria:
 def hf_ar_run(ar: ARModel, inputs: dict, max_new_tokens: int, *, label: str = "",
               start_gate: threading.Barrier | None = None) -> LiveRun:
     """Greedy `generate()` of a separate causal LM, recorded token by token."""
-    from transformers import BaseStreamer, LogitsProcessorList, StoppingCriteriaList
-
-    class _Streamer(TraceStreamer, BaseStreamer):
-        pass
+    from transformers import LogitsProcessorList, StoppingCriteriaList
 
     def body(emit, cancel):
         clock = time.perf_counter()
@@ -127,7 +125,7 @@ def hf_ar_run(ar: ARModel, inputs: dict, max_new_tokens: int, *, label: str = ""
         emit(RunStart("ar", inputs["input_ids"].shape[1], 1, vocab, max_new_tokens,
                       {"greedy": True, "model": ar.source}, ar.eos_token_ids, pad))
         recorder = ScoreRecorder()
-        streamer = _Streamer(emit, clock, recorder)
+        streamer = TraceStreamer(emit, clock, recorder)
         with torch.no_grad():
             ar.model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, streamer=streamer,
                               logits_processor=LogitsProcessorList([recorder]),
