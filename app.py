@@ -10,6 +10,7 @@ dg.learn draw and explain it).
 import argparse
 import html
 import inspect
+import json
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,22 +26,9 @@ FPS = live.DEFAULT_FPS  # live frames per second at most; the replay keeps every
 MAX_UPLOAD = "20mb"
 EXAMPLES_DIR = Path(__file__).resolve().parent / "assets" / "examples"
 KNOB_NAMES = [k.name for k in KNOBS]
-TINY_EXAMPLES = [  # each skill of the embedded model (dg/tiny/skills.py)
-    ["Solve the sudoku: .431/3.24/1.42/.213", None, True],
-    ["Solve the sudoku: 4.32/2.14/3241/...3", None, False],
-    ["What is 487 + 356?", None, True],
-    ["Compute 742 + 253.", None, False],
-    ["How many shapes are in the picture?", str(EXAMPLES_DIR / "three-shapes.png"), False],
-    ["Describe the picture.", str(EXAMPLES_DIR / "two-shapes.png"), False],
-    ["What colour is the circle?", str(EXAMPLES_DIR / "four-shapes.png"), False],
-    ["Convert to JSON: Rosa works as a farmer and owns a hamster.", None, False],
-    ["Write one sentence about a bear named Alice who likes honey.", None, False],
-]
-GENERAL_EXAMPLES = [  # for the released model
-    ["Explain in three sentences how a diffusion language model writes text.", None, False],
-    ["Write a Python function that checks whether a number is prime.", None, False],
-    ["A train leaves at 14:05 and arrives at 17:40. How long is the trip?", None, True],
-]
+EXAMPLES = {name: [[prompt, str(EXAMPLES_DIR / image) if image else None, thinking]
+                   for prompt, image, thinking in rows]
+            for name, rows in json.loads((EXAMPLES_DIR / "examples.json").read_text()).items() if name != "_comment"}
 # Clicking a canvas cell writes its data-pos into the inspector's position box.
 CLICK_JS = """element.addEventListener('click', (e) => {
   const cell = e.target.closest('[data-pos]');
@@ -129,8 +117,8 @@ def generate_view(loaded, ui):
                     ui.ab_knob = gr.Dropdown(KNOB_NAMES, value="entropy_bound", label="knob")
                     ui.ab_value = gr.Number(0.5, label="B value")
                 ui.ab_go = gr.Button("Run A/B")
-            gr.Examples(TINY_EXAMPLES, [ui.prompt, ui.image, ui.thinking], label="The embedded tiny model's skills")
-            gr.Examples(GENERAL_EXAMPLES, [ui.prompt, ui.image, ui.thinking], label="General (released model)")
+            gr.Examples(EXAMPLES["tiny"], [ui.prompt, ui.image, ui.thinking], label="The embedded tiny model's skills")
+            gr.Examples(EXAMPLES["general"], [ui.prompt, ui.image, ui.thinking], label="General (released model)")
         with gr.Column(scale=3):
             ui.status = gr.Markdown("Pick an example or type a prompt, then **Generate**.")
             gr.HTML(render.legend_html())
@@ -346,40 +334,43 @@ def learn_view(loaded, ui):
     tok = loaded.tokenizer
     gr.Markdown("### Forward process: noise an answer\nTraining corrupts each canvas token, independently with "
                 "probability *t*, into a uniform random token: no mask token (report §3.1).")
-    with gr.Row():
-        ui.l_prompt = gr.Textbox("Write one sentence about a bear named Alice who likes honey.", label="Prompt")
-        ui.l_sentence = gr.Textbox("Alice the bear loves to eat honey every day.", label="Answer to noise")
-    with gr.Row():
-        ui.l_t = gr.Slider(0, 1, value=0.5, step=0.01, label="t (noise level)", scale=3)
-        ui.l_seed = gr.Number(0, label="noise seed", precision=0, scale=1)
-        ui.l_ask = gr.Button("Ask the model for one denoising prediction", scale=2)
-    ui.l_noisy, ui.l_pred, ui.l_ids = gr.HTML(), gr.HTML(), gr.State(None)
+    vocab, canvas_length = loaded.model.config.text_config.vocab_size, loaded.model.config.canvas_length
 
-    def noise(sentence, t, seed):
-        ids = tok.encode(sentence or "", add_special_tokens=False)[: loaded.model.config.canvas_length]
+    def corrupted(sentence, t, seed):
+        ids = tok.encode(sentence or "", add_special_tokens=False)[:canvas_length]
         if not ids:
             raise gr.Error("Type an answer to noise.")
-        noisy, replaced = learn.corrupt(ids, float(t), loaded.model.config.text_config.vocab_size, seed=int(seed or 0))
-        return _token_row(tok, noisy, replaced, ids, "replaced"), {"clean": ids, "noisy": noisy}
+        return (ids, *learn.corrupt(ids, float(t), vocab, seed=int(seed or 0)))
 
-    def ask(prompt, state):
-        if not state:
-            raise gr.Error("Noise an answer first (move the t slider).")
+    def noise(sentence, t, seed):
+        clean, noisy, replaced = corrupted(sentence, t, seed)
+        return _token_row(tok, noisy, replaced, clean, "replaced")
+
+    def ask(prompt, sentence, t, seed):
+        clean, noisy, _ = corrupted(sentence, t, seed)  # the canvas drawn above: same seed, same noise
         try:
-            out = learn.denoise_once(loaded.model, loaded.processor, prompt, state["noisy"])
+            out = learn.denoise_once(loaded.model, loaded.processor, prompt, noisy)
         except ValueError as err:
             raise gr.Error(str(err)) from None
-        clean = state["clean"]
         right = [a == c for a, c in zip(out["argmax"], clean)]
         return (f"<p>One decoder pass at τ = {out['temperature']:.2f}, no self-conditioning (as step 1): the argmax "
                 f"recovers {sum(right)}/{len(clean)} tokens (green).</p>" + _token_row(tok, out["argmax"], right,
                                                                                       clean, "recovered"))
 
-    noise_io = dict(inputs=[ui.l_sentence, ui.l_t, ui.l_seed], outputs=[ui.l_noisy, ui.l_ids])
+    prompt, answer = EXAMPLES["tiny"][-1][0], "Alice the bear loves to eat honey every day."  # dg/tiny/skills.py story
+    with gr.Row():
+        ui.l_prompt = gr.Textbox(prompt, label="Prompt")
+        ui.l_sentence = gr.Textbox(answer, label="Answer to noise")
+    with gr.Row():
+        ui.l_t = gr.Slider(0, 1, value=0.5, step=0.01, label="t (noise level)", scale=3)
+        ui.l_seed = gr.Number(0, label="noise seed", precision=0, scale=1)
+        ui.l_ask = gr.Button("Ask the model for one denoising prediction", scale=2)
+    ui.l_noisy, ui.l_pred = gr.HTML(noise(answer, 0.5, 0)), gr.HTML()
+    noise_io = dict(inputs=[ui.l_sentence, ui.l_t, ui.l_seed], outputs=ui.l_noisy)
     ui.l_t.change(noise, api_name="noise", show_progress="hidden", **noise_io)
     ui.l_sentence.submit(noise, api_visibility="private", **noise_io)
     ui.l_seed.change(noise, api_visibility="private", **noise_io)
-    ui.l_ask.click(ask, [ui.l_prompt, ui.l_ids], ui.l_pred, api_name="denoise")
+    ui.l_ask.click(ask, [ui.l_prompt, ui.l_sentence, ui.l_t, ui.l_seed], ui.l_pred, api_name="denoise")
 
     gr.Markdown("### One sampler step, stage by stage\nThe real numbers of the run and step picked in the Generate "
                 "tab's replay (Algorithm 1: decode, temperature, entropy, sort + bound, accept, renoise).")

@@ -165,7 +165,8 @@ def test_ab_runs_the_same_prompt_and_seed_with_one_knob_changed(client):
 def test_learn_noises_an_answer_asks_for_one_prediction_and_exports_the_run(client):
     noisy = client.predict("Alice the bear loves honey.", 1.0, 0, api_name="/noise")
     assert "replaced" in noisy
-    prediction = client.predict("Write a sentence about a bear.", api_name="/denoise")
+    prediction = client.predict("Write a sentence about a bear.", "Alice the bear loves honey.", 0.5, 0,
+                                api_name="/denoise")
     assert "recovers" in prediction
     generate(client)
     trace_json, gif, page = client.predict(None, api_name="/export")  # None: the newest run
