@@ -280,7 +280,7 @@ def check_context(model, inputs: dict, config: SamplerConfig) -> None:
 
 def main() -> None:
     from dg.loading import load
-    from dg.render import text_view_html
+    from dg.prompts import decode_reply
 
     parser = argparse.ArgumentParser(description="Run the sampler live and print each frame the UI would draw.")
     parser.add_argument("--model", default=None)
@@ -289,11 +289,14 @@ def main() -> None:
     parser.add_argument("--fps", type=float, default=DEFAULT_FPS)
     args = parser.parse_args()
     loaded = load(args.model)
+    share_cpu(loaded.device)
     run = diffusion_run(loaded, build_inputs(loaded.processor, args.prompt), loaded.sampler_config, args.seed).start()
     for frame in run.frames(args.fps):
         step = frame.steps[-1] if frame.steps else None
         print(f"frame: {len(frame.steps)} steps, canvas {step.canvas + 1 if step else '-'}, done={frame.done}")
-    print(text_view_html(run.trace, loaded.tokenizer))
+    reply = decode_reply(loaded.tokenizer, run.trace.token_ids)
+    print(f"thought: {reply.thought}\nanswer:  {reply.answer}" if reply.thinking else reply.answer)
+    print(summary(run.trace))
 
 
 if __name__ == "__main__":
