@@ -269,7 +269,8 @@ def ab_events(loaded, ui, run_inputs):
             a.stop(), b.stop()
         for tag, trace in (("A", fa), ("B", fb)):
             runs = live.keep_run(runs, prompt, trace, f" {tag}")
-        yield {**sides(fa, fb), ui.ab_summary: live.compare_table(dict(zip(titles, (fa, fb)))), ui.runs: runs, ui.picker: _picker(runs)}
+        yield {**sides(fa, fb), ui.ab_summary: live.compare_table(dict(zip(titles, (fa, fb)))), ui.runs: runs,
+               ui.picker: _picker(runs)}
 
     ab = _named(ab, "prompt", "image", "thinking", "seed", *KNOB_NAMES, "b_knob", "b_value", "runs")
     ui.ab_go.click(ab, [*run_inputs, ui.ab_knob, ui.ab_value, ui.runs],
@@ -393,14 +394,15 @@ def learn_view(loaded, ui):
     gr.Markdown("### Export the selected run")
     ui.l_export = gr.Button("Export trace JSON, animated GIF and HTML replay")
     with gr.Row():
-        ui.f_json, ui.f_gif, ui.f_html = gr.File(label="trace.json"), gr.File(label="run.gif"), gr.File(label="replay.html")
+        ui.f_json, ui.f_gif, ui.f_html = (gr.File(label=name) for name in ("trace.json", "run.gif", "replay.html"))
 
     def export_run(runs, label):
         trace = live.find_run(runs, label)
         if trace is None:
             raise gr.Error("Nothing to export yet: generate a run first.")
         folder = Path(tempfile.mkdtemp(prefix="dg-export-"))
-        return (str(export.trace_json(trace, folder / "trace.json")), str(export.trace_gif(trace, tok, folder / "run.gif")),
+        return (str(export.trace_json(trace, folder / "trace.json")),
+                str(export.trace_gif(trace, tok, folder / "run.gif")),
                 str(export.trace_html(trace, tok, folder / "replay.html")))
 
     ui.l_export.click(export_run, [ui.runs, ui.picker], [ui.f_json, ui.f_gif, ui.f_html], api_name="export")

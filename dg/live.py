@@ -252,8 +252,9 @@ def summary(trace: Trace) -> str:
     m = trace.metrics()
     finish = trace.end.finish_reason if trace.end else "running"
     head = {"cancelled": "Stopped", "error": "Failed"}.get(finish, "Done")
-    return (f"**{head}**: {m['tokens']} tokens, {m['total_steps']} steps over {m['canvases']} canvases · NFE {m['nfe']} · "
-            f"TPF {m['tpf']:.2f} · effective steps {m['effective_steps']:.1f} · {m['wall_s']:.2f} s · finish: {finish}")
+    return (f"**{head}**: {m['tokens']} tokens, {m['total_steps']} steps over {m['canvases']} canvases · "
+            f"NFE {m['nfe']} · TPF {m['tpf']:.2f} · effective steps {m['effective_steps']:.1f} · "
+            f"{m['wall_s']:.2f} s · finish: {finish}")
 
 
 def compare_table(traces: dict) -> str:
