@@ -90,8 +90,10 @@ def _notify(run):
         gr.Info(f"Stopped after {len(run.trace.steps or run.trace.tokens)} steps; the partial run is kept.")
 
 
-def _picker(runs) -> gr.Dropdown:
-    return gr.Dropdown([r["label"] for r in runs], value=runs[-1]["label"] if runs else None)
+def _picker(runs, select: bool = True) -> gr.Dropdown:
+    """The run picker listing `runs`; `select` shows the newest (else the shown run stays selected)."""
+    labels = [r["label"] for r in runs]
+    return gr.Dropdown(labels, value=labels[-1]) if select and labels else gr.Dropdown(labels)
 
 
 def generate_view(loaded, ui):
@@ -270,7 +272,7 @@ def ab_events(loaded, ui, run_inputs):
         for tag, trace in (("A", fa), ("B", fb)):
             runs = live.keep_run(runs, prompt, trace, f" {tag}")
         yield {**sides(fa, fb), ui.ab_summary: live.compare_table(dict(zip(titles, (fa, fb)))), ui.runs: runs,
-               ui.picker: _picker(runs)}
+               ui.picker: _picker(runs, select=False)}
 
     ab = _named(ab, "prompt", "image", "thinking", "seed", *KNOB_NAMES, "b_knob", "b_value", "runs")
     ui.ab_go.click(ab, [*run_inputs, ui.ab_knob, ui.ab_value, ui.runs],
@@ -321,7 +323,7 @@ def race_view(loaded, ui, ar_model):
         summary = f"**Speedup** (effective tok/s, diffusion ÷ AR): **{x:.2f}×**" if x else "Speedup: n/a"
         runs = live.keep_run(runs, prompt, d, " race")
         yield {**sides(d, a, contest.ar_tokenizer), ui.race_chart: plots.race_chart(d, a), ui.speedup: summary,
-               ui.runs: runs, ui.picker: _picker(runs)}
+               ui.runs: runs, ui.picker: _picker(runs, select=False)}
 
     run_race = _named(run_race, "prompt", "thinking", "seed", *KNOB_NAMES, "runs")
     ui.race_go.click(run_race, [ui.race_prompt, ui.race_thinking, ui.seed, *ui.knobs, ui.runs],

@@ -132,6 +132,7 @@ def main() -> None:
         "frames": med(ui, "frames"), "ui_sampler_wall_s": med(ui, "sampler_wall_s"),
         "headless_sampler_wall_s": med(headless, "sampler_wall_s"), "ui_end_to_end_s": med(ui, "end_to_end_s"),
         "headless_end_to_end_s": med(headless, "end_to_end_s"),
+        "load_average_1m": round(os.getloadavg()[0], 2), "cpus": os.cpu_count(),
         "same_tokens": all(r["token_ids"] == headless[0]["token_ids"] for r in ui + headless),
     }
     result["slowdown"] = result["ui_sampler_wall_s"] / result["headless_sampler_wall_s"] - 1
@@ -147,7 +148,8 @@ def main() -> None:
             ("slowdown", result["slowdown"], f"≤ {BARS['slowdown']:.0%}"),
             ("end to end, UI (s)", result["ui_end_to_end_s"], ""),
             ("end to end, headless (s)", result["headless_end_to_end_s"], ""),
-            ("same tokens UI/headless", result["same_tokens"], "True")]
+            ("same tokens UI/headless", result["same_tokens"], "True"),
+            ("load average (1 min)", result["load_average_1m"], f"{result['cpus']} CPUs")]
     for name, value, bar in rows:
         print(f"{name:<28}{value:>12.3f}  {bar}" if isinstance(value, float) else f"{name:<28}{value!s:>12}  {bar}")
     print(json.dumps(result))

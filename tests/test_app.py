@@ -159,7 +159,8 @@ def test_ab_runs_the_same_prompt_and_seed_with_one_knob_changed(client):
         api_name="/ab", **FAST)
     assert "A: entropy_bound = 0.1" in a and "B: entropy_bound = 2.0" in b
     assert summary.count("| A: entropy_bound") == 1 and summary.count("| B: entropy_bound") == 1
-    assert picker["value"].startswith("#") and " B " in picker["value"]
+    labels = [choice[0] for choice in picker["choices"]]
+    assert any(" A " in label for label in labels) and labels[-1].startswith("#") and " B " in labels[-1]
 
 
 def test_learn_noises_an_answer_asks_for_one_prediction_and_exports_the_run(client):
