@@ -47,8 +47,10 @@ def start_server(model: str | None, port: int, timeout: float = 180.0) -> subpro
     import httpx
 
     cmd = [sys.executable, str(APP), "--port", str(port)] + (["--model", str(model)] if model else [])
+    # its own session, as a deployed server has: on Linux each session is a scheduling group, and a
+    # server sharing ours would have its sampler's CPU share split with this client's
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"}, start_new_session=True)
     deadline = time.time() + timeout
     while time.time() < deadline:
         if proc.poll() is not None:
