@@ -107,7 +107,7 @@ def generate_view(loaded, ui):
                 ui.preview = gr.Image(label="Image", interactive=False, height=110, visible=False)
             ui.thinking = gr.Checkbox(label="Thinking", info="<|think|>: a thought channel first, then the answer")
             with gr.Row():
-                ui.go = gr.Button("Generate", variant="primary")
+                ui.go = gr.Button("Generate", variant="primary", elem_id="dg-go")
                 ui.stop = gr.Button("Stop", variant="stop")
             with gr.Accordion("Sampler settings and A/B", open=False):
                 cfg = loaded.sampler_config
@@ -122,7 +122,7 @@ def generate_view(loaded, ui):
             gr.Examples(EXAMPLES["tiny"], [ui.prompt, ui.image, ui.thinking], label="The embedded tiny model's skills")
             gr.Examples(EXAMPLES["general"], [ui.prompt, ui.image, ui.thinking], label="General (released model)")
         with gr.Column(scale=3):
-            ui.status = gr.Markdown("Pick an example or type a prompt, then **Generate**.")
+            ui.status = gr.Markdown("Pick an example or type a prompt, then **Generate**.", elem_id="dg-status")
             gr.HTML(render.legend_html())
             ui.panel = gr.HTML(_panel(Trace()))
             ui.canvas = gr.HTML(_canvas(Trace(), tok), elem_id="dg-canvas", js_on_load=CLICK_JS)

@@ -6,9 +6,10 @@ seed) also runs headless through dg.sampler in this process, alternating with th
 sampler's own wall time (RunEnd.t, from the trace JSON the UI returns) is compared with the headless
 one. Bars: first canvas frame ≤ 0.5 s after submit, ≥ 10 frames/s, UI run ≤ 10 % slower.
 
-    python -m dg.bench_ui [--model DIR] [--prompt "What is 487 + 356?"] [--thinking] [--repeats 3]
+    python -m dg.bench_ui [--model DIR] [--prompt "What is 487 + 356?"] [--thinking] [--repeats 3] [--browser]
 
-Prints a table, then one JSON line. The browser's own paint time is not included (gradio_client).
+Prints a table, then one JSON line. gradio_client times updates as they arrive, not paint; `--browser`
+also clicks Generate in Chromium and times each new step reaching the page (a MutationObserver).
 """
 
 import argparse
@@ -97,6 +98,105 @@ def headless_run(loaded, prompt: str, thinking: bool, seed: int, config) -> dict
             "token_ids": trace.token_ids}
 
 
+OBSERVE_JS = """() => {
+  const canvas = document.querySelector('#dg-canvas');
+  if (window.__dg) window.__dg.observer.disconnect();
+  const state = {t0: null, frames: [], last: '', armed: false};
+  state.observer = new MutationObserver(() => {
+    const m = canvas.innerText.match(/canvas \\d+ · step \\d+ · showing/);
+    if (!m) state.armed = true;  // the new run's "waiting" placeholder replaced the last run's canvas
+    else if (state.armed && m[0] !== state.last) { state.last = m[0]; state.frames.push(performance.now()); }
+  });
+  state.observer.observe(canvas, {childList: true, subtree: true, characterData: true});
+  window.__dg = state;
+  state.t0 = performance.now();
+  document.querySelector('#dg-go').click();
+}"""
+WALL = re.compile(r"· ([\d.]+) s · finish")
+
+
+def browser_run(page, prompt: str, thinking: bool) -> dict:
+    """One Generate clicked in Chromium: when each new step's canvas reached the page's DOM."""
+    page.get_by_label("Prompt").first.fill(prompt)
+    page.get_by_label("Thinking").first.set_checked(thinking)
+    page.evaluate(OBSERVE_JS)
+    page.wait_for_function("() => /^(Done|Stopped|Failed)/.test(document.querySelector('#dg-status').innerText)",
+                           timeout=600_000)
+    t0, frames = page.evaluate("() => [window.__dg.t0, window.__dg.frames]")
+    frames = [(f - t0) / 1000 for f in frames]
+    span = frames[-1] - frames[0] if len(frames) > 1 else 0.0
+    wall = float(WALL.search(page.locator("#dg-status").inner_text()).group(1))
+    return {"first_frame_s": frames[0] if frames else None, "frames": len(frames),
+            "frames_per_s": (len(frames) - 1) / span if span > 0 else 0.0, "sampler_wall_s": wall}
+
+
+def browser_runs(url: str, prompt: str, thinking: bool, repeats: int) -> list[dict]:
+    import tempfile
+
+    from playwright.sync_api import sync_playwright
+
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--no-first-run"]
+    with tempfile.TemporaryDirectory() as profile, sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(profile, executable_path="/usr/bin/chromium", headless=True,
+                                                       args=flags, viewport={"width": 1400, "height": 1200})
+        page = context.new_page()
+        page.goto(url)
+        runs = [browser_run(page, prompt, thinking) for _ in range(repeats + 1)][1:]  # the first warms up
+        context.close()
+    return runs
+
+
+def median(rows: list[dict], key: str):
+    values = [r[key] for r in rows if r[key] is not None]
+    return statistics.median(values) if values else None
+
+
+def summarise(loaded, args, ui: list[dict], headless: list[dict], browser: list[dict]) -> dict:
+    result = {
+        "model": loaded.source, "prompt": args.prompt, "thinking": args.thinking, "seed": args.seed,
+        "repeats": args.repeats, "steps": ui[0]["steps"],
+        "first_frame_s": median(ui, "first_frame_s"), "frames_per_s": median(ui, "frames_per_s"),
+        "frames": median(ui, "frames"), "ui_sampler_wall_s": median(ui, "sampler_wall_s"),
+        "headless_sampler_wall_s": median(headless, "sampler_wall_s"), "ui_end_to_end_s": median(ui, "end_to_end_s"),
+        "headless_end_to_end_s": median(headless, "end_to_end_s"),
+        "load_average_1m": round(os.getloadavg()[0], 2), "cpus": os.cpu_count(),
+        "same_tokens": all(r["token_ids"] == headless[0]["token_ids"] for r in ui + headless),
+    }
+    result["slowdown"] = result["ui_sampler_wall_s"] / result["headless_sampler_wall_s"] - 1
+    result["pass"] = {"first_frame": result["first_frame_s"] <= BARS["first_frame_s"],
+                      "frames_per_s": result["frames_per_s"] >= BARS["frames_per_s"],
+                      "slowdown": result["slowdown"] <= BARS["slowdown"]}
+    if browser:
+        result["browser"] = {"first_frame_s": median(browser, "first_frame_s"),
+                             "frames_per_s": median(browser, "frames_per_s"),
+                             "sampler_wall_s": median(browser, "sampler_wall_s")}
+        result["browser"]["slowdown"] = result["browser"]["sampler_wall_s"] / result["headless_sampler_wall_s"] - 1
+    return result
+
+
+def print_table(result: dict) -> None:
+    rows = [("first canvas frame (s)", result["first_frame_s"], f"≤ {BARS['first_frame_s']}"),
+            ("frames/s received", result["frames_per_s"], f"≥ {BARS['frames_per_s']}"),
+            ("steps in the run", result["steps"], ""),
+            ("sampler wall, UI (s)", result["ui_sampler_wall_s"], ""),
+            ("sampler wall, headless (s)", result["headless_sampler_wall_s"], ""),
+            ("slowdown", result["slowdown"], f"≤ {BARS['slowdown']:.0%}"),
+            ("end to end, UI (s)", result["ui_end_to_end_s"], ""),
+            ("end to end, headless (s)", result["headless_end_to_end_s"], ""),
+            ("same tokens UI/headless", result["same_tokens"], "True"),
+            ("load average (1 min)", result["load_average_1m"], f"{result['cpus']} CPUs")]
+    if "browser" in result:
+        b = result["browser"]
+        rows += [("Chromium: first frame (s)", b["first_frame_s"], f"≤ {BARS['first_frame_s']}"),
+                 ("Chromium: frames/s drawn", b["frames_per_s"], f"≥ {BARS['frames_per_s']}"),
+                 ("Chromium: sampler wall (s)", b["sampler_wall_s"], ""),
+                 ("Chromium: slowdown", b["slowdown"], f"≤ {BARS['slowdown']:.0%}")]
+    print(f"{'metric':<28}{'value':>12}  bar")
+    for name, value, bar in rows:
+        print(f"{name:<28}{value:>12.3f}  {bar}" if isinstance(value, float) else f"{name:<28}{value!s:>12}  {bar}")
+
+
 def main() -> None:
     from gradio_client import Client
 
@@ -106,6 +206,7 @@ def main() -> None:
     parser.add_argument("--thinking", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--browser", action="store_true", help="also time frames drawn in Chromium (/usr/bin/chromium)")
     args = parser.parse_args()
 
     loaded = load(args.model)
@@ -122,38 +223,13 @@ def main() -> None:
         for _ in range(args.repeats):
             headless.append(headless_run(loaded, args.prompt, args.thinking, args.seed, config))
             ui.append(ui_run(client, args.prompt, args.thinking, args.seed, knobs))
+        browser = browser_runs(f"http://127.0.0.1:{port}/", args.prompt, args.thinking, args.repeats) \
+            if args.browser else []
     finally:
         server.terminate()
         server.wait(timeout=30)
-
-    med = lambda rows, key: statistics.median(r[key] for r in rows if r[key] is not None)  # noqa: E731
-    result = {
-        "model": loaded.source, "prompt": args.prompt, "thinking": args.thinking, "seed": args.seed,
-        "repeats": args.repeats, "steps": ui[0]["steps"],
-        "first_frame_s": med(ui, "first_frame_s"), "frames_per_s": med(ui, "frames_per_s"),
-        "frames": med(ui, "frames"), "ui_sampler_wall_s": med(ui, "sampler_wall_s"),
-        "headless_sampler_wall_s": med(headless, "sampler_wall_s"), "ui_end_to_end_s": med(ui, "end_to_end_s"),
-        "headless_end_to_end_s": med(headless, "end_to_end_s"),
-        "load_average_1m": round(os.getloadavg()[0], 2), "cpus": os.cpu_count(),
-        "same_tokens": all(r["token_ids"] == headless[0]["token_ids"] for r in ui + headless),
-    }
-    result["slowdown"] = result["ui_sampler_wall_s"] / result["headless_sampler_wall_s"] - 1
-    result["pass"] = {"first_frame": result["first_frame_s"] <= BARS["first_frame_s"],
-                      "frames_per_s": result["frames_per_s"] >= BARS["frames_per_s"],
-                      "slowdown": result["slowdown"] <= BARS["slowdown"]}
-    print(f"{'metric':<28}{'value':>12}  bar")
-    rows = [("first canvas frame (s)", result["first_frame_s"], f"≤ {BARS['first_frame_s']}"),
-            ("frames/s received", result["frames_per_s"], f"≥ {BARS['frames_per_s']}"),
-            ("steps in the run", result["steps"], ""),
-            ("sampler wall, UI (s)", result["ui_sampler_wall_s"], ""),
-            ("sampler wall, headless (s)", result["headless_sampler_wall_s"], ""),
-            ("slowdown", result["slowdown"], f"≤ {BARS['slowdown']:.0%}"),
-            ("end to end, UI (s)", result["ui_end_to_end_s"], ""),
-            ("end to end, headless (s)", result["headless_end_to_end_s"], ""),
-            ("same tokens UI/headless", result["same_tokens"], "True"),
-            ("load average (1 min)", result["load_average_1m"], f"{result['cpus']} CPUs")]
-    for name, value, bar in rows:
-        print(f"{name:<28}{value:>12.3f}  {bar}" if isinstance(value, float) else f"{name:<28}{value!s:>12}  {bar}")
+    result = summarise(loaded, args, ui, headless, browser)
+    print_table(result)
     print(json.dumps(result))
 
 
