@@ -11,7 +11,6 @@ import argparse
 import html
 import inspect
 import json
-import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -24,6 +23,7 @@ from dg.trace import Trace
 
 FPS = live.DEFAULT_FPS  # live frames per second at most; the replay keeps every step
 MAX_UPLOAD = "20mb"
+RUNS_TTL_S = 6 * 3600  # a session's replays are dropped this long after its last change
 EXAMPLES_DIR = Path(__file__).resolve().parent / "assets" / "examples"
 KNOB_NAMES = [k.name for k in KNOBS]
 EXAMPLES = {name: [[prompt, str(EXAMPLES_DIR / image) if image else None, thinking]
@@ -156,7 +156,7 @@ def generate_view(loaded, ui):
     def run_view(trace, show="argmax", pos=0) -> dict:
         """Everything that shows one finished run: its last step, the plots, the slider over all steps."""
         last = len(trace.steps) - 1 if trace.steps else None
-        folder = Path(tempfile.mkdtemp(prefix="dg-trace-"))
+        folder = live.scratch_dir()
         return {ui.canvas: _canvas(trace, tok, last, show=show), ui.panel: _panel(trace, last),
                 ui.text: _text(trace, tok), ui.inspector: inspect_at(trace, last or 0, pos),
                 ui.step: gr.Slider(maximum=max(last or 0, 1), value=last or 0), ui.heat: plots.entropy_heatmap(trace),
@@ -402,7 +402,7 @@ def learn_view(loaded, ui):
         trace = live.find_run(runs, label)
         if trace is None:
             raise gr.Error("Nothing to export yet: generate a run first.")
-        folder = Path(tempfile.mkdtemp(prefix="dg-export-"))
+        folder = live.scratch_dir()
         return (str(export.trace_json(trace, folder / "trace.json")),
                 str(export.trace_gif(trace, tok, folder / "run.gif")),
                 str(export.trace_html(trace, tok, folder / "replay.html")))
@@ -434,7 +434,7 @@ def build_app(loaded, ar_model=None, concurrency: int = 8) -> gr.Blocks:
     ui.stop_runs = stop_runs
     with gr.Blocks(title="DiffusionGemma, step by step") as demo:
         gr.Markdown(f"# DiffusionGemma, step by step\n`{loaded.describe()}`")
-        ui.runs = gr.State([])  # this session's finished runs, for the replay
+        ui.runs = gr.State([], time_to_live=RUNS_TTL_S)  # this session's finished runs, for the replay
         with gr.Tab("Generate"):
             generate_view(loaded, ui)
         with gr.Tab("Race"):

@@ -14,10 +14,14 @@ The sampler draws from torch's global RNG, so diffusion runs take `RNG_LOCK` fro
 
 import argparse
 import asyncio
+import atexit
 import os
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 
 import torch
 
@@ -266,6 +270,19 @@ def compare_table(traces: dict) -> str:
                     f"{m['tpf']:.2f} | {m['wall_s']:.2f} |")
     outputs = {tuple(t.token_ids) for t in traces.values()}
     return "\n".join(rows) + f"\n\nThe outputs are **{'identical' if len(outputs) == 1 else 'different'}**."
+
+
+def scratch_dir(max_age_s: float = 3600.0) -> Path:
+    """A fresh folder for files the UI hands out (trace JSON, GIF, HTML replay); folders of this process
+    older than `max_age_s` are removed first, and all of them when the process exits."""
+    base = Path(tempfile.gettempdir()) / f"dg-app-{os.getpid()}"
+    if not base.exists():
+        base.mkdir()
+        atexit.register(shutil.rmtree, base, ignore_errors=True)
+    for old in base.iterdir():
+        if time.time() - old.stat().st_mtime > max_age_s:
+            shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(dir=base))
 
 
 def check_context(model, inputs: dict, config: SamplerConfig) -> None:
