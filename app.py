@@ -154,15 +154,19 @@ def generate_view(loaded, ui):
         return _bare(render.inspector_html(trace, tok, min(max(int(step), 0), len(trace.steps) - 1), pos))
 
     def run_view(trace, show="argmax", pos=0) -> dict:
-        """Everything that shows one finished run: its last step, the plots, the slider over all steps."""
+        """One finished run: its last step, its text, the slider over all its steps, its trace file."""
         last = len(trace.steps) - 1 if trace.steps else None
-        folder = live.scratch_dir()
         return {ui.canvas: _canvas(trace, tok, last, show=show), ui.panel: _panel(trace, last),
                 ui.text: _text(trace, tok), ui.inspector: inspect_at(trace, last or 0, pos),
-                ui.step: gr.Slider(maximum=max(last or 0, 1), value=last or 0), ui.heat: plots.entropy_heatmap(trace),
-                ui.settle: plots.settle_steps(trace), ui.accepted: plots.accepted_per_step(trace),
-                ui.timeline: plots.canvas_timeline(trace, tok),
-                ui.trace_file: str(export.trace_json(trace, folder / "trace.json"))}
+                ui.step: gr.Slider(maximum=max(last or 0, 1), value=last or 0),
+                ui.trace_file: str(export.trace_json(trace, live.scratch_dir() / "trace.json"))}
+
+    def show_plots(runs, label):
+        trace = live.find_run(runs, label)
+        if trace is None:
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        return (plots.entropy_heatmap(trace), plots.settle_steps(trace), plots.accepted_per_step(trace),
+                plots.canvas_timeline(trace, tok))
 
     async def generate(prompt, image, thinking, seed, *rest, request=None):
         *knobs, runs = rest
@@ -225,17 +229,20 @@ def generate_view(loaded, ui):
 
     run_inputs = [ui.prompt, ui.image, ui.thinking, ui.seed, *ui.knobs]
     generate = _named(generate, "prompt", "image", "thinking", "seed", *KNOB_NAMES, "runs")
-    run_outputs = [ui.canvas, ui.panel, ui.text, ui.status, ui.step, ui.inspector, ui.heat, ui.settle, ui.accepted,
-                   ui.timeline, ui.trace_file, ui.runs, ui.picker]
-    ui.go.click(generate, [*run_inputs, ui.runs], run_outputs, api_name="generate", show_progress="hidden")
-    ui.prompt.submit(generate, [*run_inputs, ui.runs], run_outputs, show_progress="hidden", api_visibility="private")
+    run_outputs = [ui.canvas, ui.panel, ui.text, ui.status, ui.step, ui.inspector, ui.trace_file, ui.runs, ui.picker]
+    plot_io = dict(fn=show_plots, inputs=[ui.runs, ui.picker], outputs=[ui.heat, ui.settle, ui.accepted, ui.timeline])
+    ui.go.click(generate, [*run_inputs, ui.runs], run_outputs, api_name="generate",
+                show_progress="hidden").then(api_name="plots", **plot_io)  # the final canvas first, then plots
+    ui.prompt.submit(generate, [*run_inputs, ui.runs], run_outputs, show_progress="hidden",
+                     api_visibility="private").then(api_visibility="private", **plot_io)
     ui.stop.click(ui.stop_runs, None, ui.status, api_name="stop", queue=False)
     replay_io = dict(inputs=[ui.runs, ui.picker, ui.step, ui.show, ui.pos], outputs=[ui.canvas, ui.panel, ui.inspector],
                      show_progress="hidden")
     ui.step.change(replay, api_name="replay", **replay_io)
     ui.show.change(replay, api_visibility="private", **replay_io)
     ui.pos.change(replay, api_visibility="private", **replay_io)
-    ui.picker.input(pick, [ui.runs, ui.picker, ui.show, ui.pos], run_outputs[:11], api_visibility="private")
+    ui.picker.input(pick, [ui.runs, ui.picker, ui.show, ui.pos], run_outputs[:7],
+                    api_visibility="private").then(api_visibility="private", **plot_io)
     ui.play.click(toggle, [ui.playing, ui.runs, ui.picker, ui.step], [ui.playing, ui.timer, ui.play, ui.step],
                   api_visibility="private")
     ui.timer.tick(tick, [ui.runs, ui.picker, ui.step], [ui.playing, ui.timer, ui.play, ui.step],

@@ -80,7 +80,7 @@ def ui_run(client, prompt: str, thinking: bool, seed: int, knobs: dict, poll_s: 
         time.sleep(poll_s)
     final = job.result()
     end = time.perf_counter() - t0
-    trace_path = final[10]  # the "Trace (JSON)" output of /generate
+    trace_path = next(out for out in final if isinstance(out, str) and out.endswith("trace.json"))
     trace = Trace.from_json(Path(trace_path).read_text())
     frames = [t for t, out in arrivals[:-1] if isinstance(out[0], str) and CANVAS_FRAME.search(out[0])]
     span = frames[-1] - frames[0] if len(frames) > 1 else 0.0
