@@ -460,9 +460,12 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=7860)
     parser.add_argument("--share", action="store_true")
     args = parser.parse_args()
-    loaded = load(args.model)
+    try:
+        loaded = load(args.model)
+        ar_model = race.load_ar_model(args.ar_model) if args.ar_model else None
+    except (FileNotFoundError, ValueError) as err:
+        raise SystemExit(f"app.py: {err}") from None
     live.share_cpu(loaded.device)
-    ar_model = race.load_ar_model(args.ar_model) if args.ar_model else None
     print(loaded.describe())
     build_app(loaded, ar_model).launch(server_port=args.port, share=args.share, max_file_size=MAX_UPLOAD)
 
