@@ -6,7 +6,7 @@ seed) also runs headless through dg.sampler in this process, alternating with th
 sampler's own wall time (RunEnd.t, from the trace JSON the UI returns) is compared with the headless
 one. Bars: first canvas frame ≤ 0.5 s after submit, ≥ 10 frames/s, UI run ≤ 10 % slower.
 
-    python -m dg.bench_ui [--model DIR] [--prompt "What is 487 + 356?"] [--thinking] [--repeats 3] [--browser]
+    python -m dg.bench_ui [--model DIR] [--prompt "What is 487 + 356?"] [--no-thinking] [--repeats 3] [--browser]
 
 Prints a table, then one JSON line. gradio_client times updates as they arrive, not paint; `--browser`
 also clicks Generate in Chromium and times each new step reaching the page (a MutationObserver).
@@ -203,7 +203,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Benchmark the app's live canvas against a headless run.")
     parser.add_argument("--model", default=None, help="default: the embedded tiny model")
     parser.add_argument("--prompt", default="What is 487 + 356?")
-    parser.add_argument("--thinking", action="store_true")
+    parser.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=True,
+                        help="thinking mode (default on: a thought canvas, then the answer)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--browser", action="store_true", help="also time frames drawn in Chromium (/usr/bin/chromium)")
