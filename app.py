@@ -173,15 +173,14 @@ def generate_view(loaded, ui):
         inputs, config, seed = _prepare(loaded, prompt, image, thinking, seed, knobs)
         run = live.diffusion_run(loaded, inputs, config, seed).start()
         ui.sessions.add(_session(request), run)
-        shown = None
+        shown = {}  # what the page already has: unchanged views are not sent again
         try:
             async for (frame,) in live.awatch([run], FPS):
-                status = (f"running… canvas {frame.steps[-1].canvas + 1}, {len(frame.steps)} steps" if frame.steps
-                          else live.waiting_message(run))
-                update = {ui.canvas: _canvas(frame, tok), ui.panel: _panel(frame), ui.status: status}
-                if (text := _text(frame, tok)) != shown:  # the text only grows when a canvas commits
-                    update[ui.text] = shown = text
-                yield update
+                views = {ui.canvas: _canvas(frame, tok), ui.panel: _panel(frame), ui.text: _text(frame, tok),
+                         ui.status: "running…" if frame.steps else live.waiting_message(run)}
+                if update := {c: v for c, v in views.items() if shown.get(c) != v}:
+                    yield update
+                shown = views
         finally:
             run.stop()  # the page went away or the run ended: stop sampling either way
         _notify(run)
