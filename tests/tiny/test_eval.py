@@ -1,0 +1,93 @@
+"""The shipped tiny checkpoint and its held-out evaluation (small n, so it stays fast)."""
+
+import json
+import random
+import sys
+
+import pytest
+import torch
+from transformers import AutoProcessor, DiffusionGemmaForBlockDiffusion
+
+from dg.loading import EMBEDDED_MODEL, load
+from dg.tiny import eval as tiny_eval
+from dg.tiny import skills
+from dg.tiny.data import chat_messages
+from dg.tiny.model import check_vocab, load_tiny
+from dg.tiny.tokenizer import special_ids
+
+MAX_WEIGHTS_BYTES = 25 * 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    torch.set_num_threads(1)
+    return load(EMBEDDED_MODEL)
+
+
+def test_the_shipped_checkpoint_loads_offline_with_plain_transformers():
+    model = DiffusionGemmaForBlockDiffusion.from_pretrained(EMBEDDED_MODEL)
+    processor = AutoProcessor.from_pretrained(EMBEDDED_MODEL)
+    check_vocab(model, processor)
+    assert (EMBEDDED_MODEL / "model.safetensors").stat().st_size <= MAX_WEIGHTS_BYTES
+    assert (EMBEDDED_MODEL / "README.md").exists()
+
+
+def test_the_shipped_generation_config_has_the_release_sampler_defaults():
+    model, processor = load_tiny(EMBEDDED_MODEL)
+    gen, ids = model.generation_config, special_ids(processor.tokenizer)
+    assert (gen.max_denoising_steps, gen.t_min, gen.t_max) == (48, 0.4, 0.8)
+    assert (gen.stability_threshold, gen.confidence_threshold) == (1, 0.005)
+    assert gen.sampler_config.entropy_bound == 0.1
+    assert gen.eos_token_id == [ids["eos"], ids["turn_end"]] and gen.pad_token_id == ids["pad"] == 0
+
+
+def test_a_mismatched_tokenizer_fails_to_load(tmp_path):
+    model, processor = load_tiny(EMBEDDED_MODEL)
+    processor.tokenizer.add_tokens(["<extra_a>", "<extra_b>"])  # a tokenizer from another training run
+    model.save_pretrained(tmp_path)
+    processor.save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="vocab"):
+        load_tiny(tmp_path)
+
+
+def test_generate_writes_a_whole_sentence_and_ends_its_turn(loaded):
+    """transformers' own generate() on the shipped weights gives a story-shaped reply, not noise."""
+    example = skills.make_example("story", random.Random(11))
+    tok = loaded.processor.tokenizer
+    text = tok.apply_chat_template(chat_messages(example.prompt, False), tokenize=False, add_generation_prompt=True)
+    inputs = loaded.processor(text=text, return_tensors="pt")
+    torch.manual_seed(0)
+    out = loaded.model.generate(**inputs)
+    new_ids = out.sequences[0, inputs["input_ids"].shape[1]:].tolist()
+    assert special_ids(tok)["turn_end"] in new_ids
+    answer = tiny_eval.answer_of(tok, new_ids)
+    assert answer.endswith(".") and len(answer.split()) >= 6, answer
+
+
+def test_eval_reports_every_skill_in_both_modes(loaded):
+    result = tiny_eval.evaluate(tiny_eval.EvalConfig(seed=0, n=5, threads=1), loaded=loaded)
+    assert set(result["skills"]) == set(skills.SKILLS)
+    for stats in result["skills"].values():
+        assert stats["n"] == 1
+        assert 0 <= stats["diffusion_acc"] <= 1 and 0 <= stats["ar_acc"] <= 1
+        assert stats["tpf"] > 0 and 1 <= stats["effective_steps"] <= 48
+    assert set(result["arithmetic_thinking"]) >= {"on", "off"}
+
+
+def test_eval_is_deterministic_in_its_seed(loaded):
+    cfg = tiny_eval.EvalConfig(seed=3, n=2, skills=("json", "sudoku"), ar=False, threads=1)
+    assert tiny_eval.evaluate(cfg, loaded=loaded) == tiny_eval.evaluate(cfg, loaded=loaded)
+
+
+def test_the_json_flag_prints_one_json_object(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["eval", "--seed", "0", "--n", "1", "--skill", "story", "--no-ar",
+                                      "--threads", "1", "--json"])
+    tiny_eval.main()
+    result = json.loads(capsys.readouterr().out)
+    assert set(result["skills"]) == {"story"} and "arithmetic_thinking" in result
+
+
+@pytest.mark.parametrize("field, value", [("n", 0), ("seed", -1), ("threads", 0), ("skills", ("poetry",))])
+def test_impossible_eval_settings_are_rejected_by_name(field, value):
+    with pytest.raises(ValueError, match=field if field != "skills" else "poetry"):
+        tiny_eval.EvalConfig(**{field: value})
