@@ -9,7 +9,7 @@ A `threading.Event` stops a run between two steps; what was produced so far stay
 The sampler draws from torch's global RNG, so diffusion runs take `RNG_LOCK` from
 `torch.manual_seed(seed)` to their last step: a seed gives the same canvas even with several users.
 
-    python -m dg.live --model /tmp/tiny-random --prompt "What is 487 + 356?" --seed 0
+    python -m dg.live --prompt "What is 487 + 356?" --seed 0   # the embedded tiny model
 """
 
 import argparse

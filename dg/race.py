@@ -6,7 +6,7 @@ separate causal LM (e.g. Gemma 4) run by transformers' own `generate()`; a `Base
 each token it pushes, with a timestamp, as a `TokenRecord`, so both sides give the same kind of trace.
 Both threads wait at a barrier and start together; on one device they share it, as a user would.
 
-    python -m dg.race --model /tmp/tiny-random --prompt "What is 487 + 356?"
+    python -m dg.race --prompt "What is 487 + 356?"   # the embedded tiny model
     python -m dg.race --ar-model google/gemma-4-E2B-it --prompt "Write a haiku about rain."
 """
 
