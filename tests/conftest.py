@@ -28,6 +28,20 @@ def checkpoint_dir(tmp_path_factory, processor):
     return path
 
 
+@pytest.fixture(scope="session")
+def loaded(checkpoint_dir):
+    """The saved random checkpoint loaded the way the app and CLI load one."""
+    from dg.loading import load
+
+    return load(checkpoint_dir)
+
+
+@pytest.fixture(scope="session")
+def config(loaded):
+    """Short runs: few steps, two canvases at most, the torch path (bit-exact with generate())."""
+    return loaded.sampler_config.replace(max_denoising_steps=6, max_new_tokens=32, backend="torch")
+
+
 def make_model(processor, sharpen: float = 1.0, seed: int = 0, **kwargs):
     """Random tiny model; `sharpen` scales the tied embedding so logits get peaky and canvases settle."""
     from dg.testing import tiny_random_model

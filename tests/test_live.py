@@ -8,22 +8,11 @@ import pytest
 import torch
 
 from dg import live
-from dg.loading import load
 from dg.prompts import build_inputs
 from dg.sampler import generate_diffusion
 from dg.trace import RunEnd, RunStart, TokenRecord
 
 PROMPT = "What is 12 + 30?"
-
-
-@pytest.fixture(scope="module")
-def loaded(checkpoint_dir):
-    return load(checkpoint_dir)
-
-
-@pytest.fixture(scope="module")
-def config(loaded):
-    return loaded.sampler_config.replace(max_denoising_steps=6, max_new_tokens=32, backend="torch")
 
 
 @pytest.fixture(scope="module")
