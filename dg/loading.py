@@ -79,13 +79,18 @@ def resolve(model: str | os.PathLike | None) -> str:
     raise FileNotFoundError(f"model {name!r} not found: no folder at {path.resolve()}")
 
 
-def check_vocab(model, processor) -> None:
-    """Fail loudly when the tokenizer can emit ids the model has no embedding for."""
+def check_vocab(model, processor, *, exact: bool = False) -> None:
+    """Fail loudly when tokenizer and model come from different checkpoints: a silent mismatch decodes
+    garbage. Always: no token id beyond the embedding, and the same image placeholder id. `exact`
+    (checkpoints whose tokenizer was built with them, like the embedded one): equal sizes too."""
     n_tokens = len(processor.tokenizer)
     vocab = model.config.text_config.vocab_size
-    if n_tokens > vocab:
+    if n_tokens > vocab or (exact and n_tokens != vocab):
         raise ValueError(f"tokenizer has {n_tokens} tokens but the model's vocab_size is {vocab}: "
                          "they come from different checkpoints")
+    image_token_id = getattr(processor.tokenizer, "image_token_id", None)
+    if image_token_id is not None and model.config.image_token_id != image_token_id:
+        raise ValueError(f"model image_token_id {model.config.image_token_id} != tokenizer's {image_token_id}")
 
 
 def load(model: str | os.PathLike | None = None, device=None, dtype: torch.dtype | None = None) -> Loaded:

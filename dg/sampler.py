@@ -23,6 +23,7 @@ import torch
 
 from dg.config import SamplerConfig
 from dg.kernels.sampling import sample_step
+from dg.loading import eos_token_ids
 from dg.trace import CanvasRecord, RunEnd, RunStart, StepRecord, Trace
 
 TOPK = 5
@@ -120,8 +121,7 @@ def stream_diffusion(model, inputs: dict, config: SamplerConfig | None = None, *
     canvas_length = model.config.canvas_length
     vocab_size = model.config.text_config.vocab_size
     gen = model.generation_config
-    eos_ids = gen.eos_token_id if gen.eos_token_id is not None else model.config.text_config.eos_token_id
-    eos_ids = [eos_ids] if isinstance(eos_ids, int) else list(eos_ids or [])
+    eos_ids = eos_token_ids(model)
     eos = torch.tensor(eos_ids, device=device) if eos_ids else None
     pad = gen.pad_token_id if gen.pad_token_id is not None else model.config.text_config.pad_token_id
     if init_canvas is not None and tuple(init_canvas.shape) != (1, canvas_length):

@@ -21,11 +21,10 @@ from dataclasses import dataclass, field
 import torch
 
 from dg.ar import generate_ar
-from dg.loading import load
+from dg.loading import check_vocab, load
 from dg.prompts import CONTROL_TOKENS, build_inputs, split_thought
 from dg.sampler import generate_diffusion
 from dg.tiny import skills
-from dg.tiny.model import check_vocab
 
 THINKING_SKILL = "arithmetic"
 
@@ -121,7 +120,7 @@ def evaluate(cfg: EvalConfig, loaded=None, progress=None) -> dict:
     """Accuracy per skill (diffusion and AR), TPF, effective steps, thinking on/off for arithmetic."""
     torch.set_num_threads(cfg.threads)
     loaded = loaded or load(cfg.model)
-    check_vocab(loaded.model, loaded.processor)
+    check_vocab(loaded.model, loaded.processor, exact=True)
     examples = skills.sample_examples(cfg.seed, cfg.n, cfg.skills)
     tallies: dict[str, Tally] = defaultdict(Tally)
     thinking: dict[bool, list[bool]] = {True: [], False: []}

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import torch
 from transformers import (
@@ -135,25 +134,6 @@ def build_model(sizes: TinyModelConfig, processor, seed: int = 0) -> DiffusionGe
     model = DiffusionGemmaForBlockDiffusion(config)
     model.generation_config = generation_config(processor.tokenizer, sizes.max_new_tokens)
     return model
-
-
-def check_vocab(model, processor) -> None:
-    """Fail loudly when tokenizer and model disagree: a silent mismatch decodes garbage."""
-    model_vocab = model.config.text_config.vocab_size
-    tokenizer_vocab = len(processor.tokenizer)
-    if model_vocab != tokenizer_vocab:
-        raise ValueError(f"model vocab_size {model_vocab} != tokenizer vocabulary {tokenizer_vocab}")
-    ids = special_ids(processor.tokenizer)
-    if model.config.image_token_id != ids["image_token"]:
-        raise ValueError(f"model image_token_id {model.config.image_token_id} != tokenizer's {ids['image_token']}")
-
-
-def load_tiny(path: str | Path):
-    """(model, processor) from a saved checkpoint directory, vocabularies checked."""
-    processor = AutoProcessor.from_pretrained(path)
-    model = DiffusionGemmaForBlockDiffusion.from_pretrained(path)
-    check_vocab(model, processor)
-    return model.eval(), processor
 
 
 def parameter_counts(model) -> dict[str, int]:

@@ -26,9 +26,11 @@ import torch.nn.functional as F
 from tqdm import tqdm
 from transformers import AutoProcessor
 
+from dg.ar import next_token_logits
+from dg.loading import check_vocab
 from dg.tiny import skills
 from dg.tiny.data import IGNORE_INDEX, Batch, encode_example, make_batch
-from dg.tiny.model import TinyModelConfig, build_model, check_vocab
+from dg.tiny.model import TinyModelConfig, build_model
 from dg.tiny.tokenizer import TokenizerConfig, build_processor
 
 # Harder skills (search, carries, vision) get twice the share of the mixture.
@@ -106,12 +108,6 @@ def batch_for_step(cfg: TrainConfig, step: int, processor) -> Batch:
     return make_batch(encoded, cfg.model.canvas_length, processor.tokenizer, random.Random(step_seed(cfg, step)))
 
 
-def softcap_logits(model, hidden: torch.Tensor) -> torch.Tensor:
-    """AR logits from the encoder's (already final-normed) hidden states: softcap(lm_head(h))."""
-    cap = model.config.text_config.final_logit_softcapping
-    return torch.tanh(model.lm_head(hidden).float() / cap) * cap
-
-
 def corrupt(targets: torch.Tensor, vocab_size: int, eps: float, gen: torch.Generator):
     """Uniform-noise forward process: per example t ~ U(eps, 1), each token renoised with prob t."""
     batch, length = targets.shape
@@ -152,7 +148,7 @@ def losses(model, batch: Batch, cfg: TrainConfig, gen: torch.Generator) -> dict[
         use_cache=True,
     )
     supervised = batch.ar_labels != IGNORE_INDEX  # the model turn only
-    ar_logits = softcap_logits(model, enc.last_hidden_state[supervised])  # (N, V)
+    ar_logits = next_token_logits(model, enc.last_hidden_state[supervised])  # (N, V)
     ar_loss = F.cross_entropy(ar_logits, batch.ar_labels[supervised])
 
     vocab = model.config.text_config.vocab_size
@@ -207,7 +203,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     processor = load_or_build_processor(out)
     model = build_model(cfg.model, processor, seed=cfg.seed)
-    check_vocab(model, processor)
+    check_vocab(model, processor, exact=True)
     optimizer = make_optimizer(model, cfg)
     start, elapsed = 0, 0.0
     if resume and (out / CHECKPOINT).exists():

@@ -8,11 +8,10 @@ import pytest
 import torch
 from transformers import AutoProcessor, DiffusionGemmaForBlockDiffusion
 
-from dg.loading import EMBEDDED_MODEL, load
+from dg.loading import EMBEDDED_MODEL, check_vocab, load
 from dg.tiny import eval as tiny_eval
 from dg.tiny import skills
 from dg.tiny.data import chat_messages
-from dg.tiny.model import check_vocab, load_tiny
 from dg.tiny.tokenizer import special_ids
 
 MAX_WEIGHTS_BYTES = 25 * 1024 * 1024
@@ -27,13 +26,13 @@ def loaded():
 def test_the_shipped_checkpoint_loads_offline_with_plain_transformers():
     model = DiffusionGemmaForBlockDiffusion.from_pretrained(EMBEDDED_MODEL)
     processor = AutoProcessor.from_pretrained(EMBEDDED_MODEL)
-    check_vocab(model, processor)
+    check_vocab(model, processor, exact=True)
     assert (EMBEDDED_MODEL / "model.safetensors").stat().st_size <= MAX_WEIGHTS_BYTES
     assert (EMBEDDED_MODEL / "README.md").exists()
 
 
-def test_the_shipped_generation_config_has_the_release_sampler_defaults():
-    model, processor = load_tiny(EMBEDDED_MODEL)
+def test_the_shipped_generation_config_has_the_release_sampler_defaults(loaded):
+    model, processor = loaded.model, loaded.processor
     gen, ids = model.generation_config, special_ids(processor.tokenizer)
     assert (gen.max_denoising_steps, gen.t_min, gen.t_max) == (48, 0.4, 0.8)
     assert (gen.stability_threshold, gen.confidence_threshold) == (1, 0.005)
@@ -42,12 +41,13 @@ def test_the_shipped_generation_config_has_the_release_sampler_defaults():
 
 
 def test_a_mismatched_tokenizer_fails_to_load(tmp_path):
-    model, processor = load_tiny(EMBEDDED_MODEL)
+    fresh = load(EMBEDDED_MODEL)  # its tokenizer is changed below: not the shared fixture
+    model, processor = fresh.model, fresh.processor
     processor.tokenizer.add_tokens(["<extra_a>", "<extra_b>"])  # a tokenizer from another training run
     model.save_pretrained(tmp_path)
     processor.save_pretrained(tmp_path)
     with pytest.raises(ValueError, match="vocab"):
-        load_tiny(tmp_path)
+        load(tmp_path)
 
 
 def test_generate_writes_a_whole_sentence_and_ends_its_turn(loaded):
