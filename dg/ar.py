@@ -13,10 +13,8 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-from dg.sampler import PREFILL_ONLY_KEYS, encode, new_cache, split_inputs
+from dg.passes import after_prefill, encode, entropy, new_cache, positions, split_inputs, top_k
 from dg.trace import RunEnd, RunStart, TokenRecord, Trace
-
-TOPK = 5
 
 
 def next_token_logits(model, hidden: torch.Tensor) -> torch.Tensor:
@@ -56,19 +54,16 @@ def stream_ar(model, inputs: dict, max_new_tokens: int, eos_token_ids=(), *, gre
         if cancel is not None and cancel.is_set():
             finish = "cancelled"
             break
-        positions = torch.arange(cur_len, cur_len + pending.shape[1], dtype=torch.int32, device=device)[None]
         mask = torch.ones((1, cur_len + pending.shape[1]), dtype=torch.bool, device=device)
-        hidden = encode(model, pending, cache, positions, mask, extra).last_hidden_state
+        hidden = encode(model, pending, cache, positions(cur_len, pending.shape[1], device), mask, extra)
         forwards += 1
-        extra = {k: v for k, v in extra.items() if k not in PREFILL_ONLY_KEYS}
+        extra = after_prefill(extra)
         cur_len += pending.shape[1]
-        logits = next_token_logits(model, hidden[:, -1])  # (1, V)
+        logits = next_token_logits(model, hidden.last_hidden_state[:, -1])  # (1, V)
         token = pick(logits, greedy, temperature)
-        probs = torch.softmax(logits[0], dim=-1)
-        top_p, top_i = torch.topk(probs, TOPK)
-        entropy = float(torch.distributions.Categorical(probs=probs).entropy())
-        yield TokenRecord(index, int(token), entropy, top_i.cpu().numpy(), top_p.cpu().numpy().astype(np.float32),
-                          time.perf_counter() - clock)
+        top_p, top_i = top_k(logits[0])
+        yield TokenRecord(index, int(token), float(entropy(logits[0])), top_i.cpu().numpy(),
+                          top_p.cpu().numpy().astype(np.float32), time.perf_counter() - clock)
         if int(token) in eos:
             finish = "eos"
             break

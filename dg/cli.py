@@ -14,10 +14,8 @@ import json
 import shutil
 import sys
 
-from dg.config import KNOBS, SamplerConfig
-from dg.trace import Trace, record_to_dict
-
-STOP_REASONS = {"stable_confident": "stable + confident", "step_cap": "step cap"}
+from dg.config import BACKENDS, KNOBS, SamplerConfig
+from dg.trace import STOP_LABELS, Trace, record_to_dict
 
 
 def add_generate_args(parser: argparse.ArgumentParser) -> None:
@@ -33,10 +31,9 @@ def add_generate_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sample", action="store_true", help="AR mode: sample instead of greedy")
     parser.add_argument("--ar-temperature", type=float, default=1.0, help="AR mode sampling temperature")
     for knob in KNOBS:
-        kind = int if float(knob.step).is_integer() and knob.name != "confidence_threshold" else float
-        parser.add_argument("--" + knob.name.replace("_", "-"), type=kind, default=None,
+        parser.add_argument("--" + knob.name.replace("_", "-"), type=knob.kind, default=None,
                             help=f"{knob.help} (default: the checkpoint's)")
-    parser.add_argument("--backend", choices=("auto", "torch", "triton"), default=None,
+    parser.add_argument("--backend", choices=BACKENDS, default=None,
                         help="sampling-step path (torch = bit-exact with generate())")
 
 
@@ -64,9 +61,8 @@ def run_generate(args) -> Trace:
     if args.seed is not None:
         torch.manual_seed(args.seed)
     if args.mode == "ar":
-        pad = loaded.model.generation_config.pad_token_id
         stream = stream_ar(loaded.model, inputs, config.max_new_tokens, loaded.eos_token_ids,
-                           greedy=not args.sample, temperature=args.ar_temperature, pad_token_id=pad)
+                           greedy=not args.sample, temperature=args.ar_temperature, pad_token_id=loaded.pad_token_id)
     else:
         stream = stream_diffusion(loaded.model, inputs, config)
     view = None if args.json else LiveView(loaded.tokenizer)
@@ -127,7 +123,7 @@ class LiveView:
         elif record.kind == "canvas":
             text = self.tokenizer.decode(record.committed.tolist(), skip_special_tokens=True)
             self._line(f"canvas {record.canvas + 1} committed after {record.steps} steps "
-                       f"({STOP_REASONS[record.stop_reason]}{', EOS' if record.eos else ''}) │ {text}", True)
+                       f"({STOP_LABELS[record.stop_reason]}{', EOS' if record.eos else ''}) │ {text}", True)
         elif record.kind == "token" and self.tty:
             self._line(self.tokenizer.decode(trace.token_ids, skip_special_tokens=True), final=False)
         elif record.kind == "end":

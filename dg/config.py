@@ -1,13 +1,16 @@
 """Sampler settings: the one source of defaults, ranges and validation for every knob.
 
 Defaults are the release's `generation_config.json` (report Algorithm 1); a checkpoint's own
-generation config overrides them through `SamplerConfig.from_generation_config`. The CLI flags and the
-app's sliders read their defaults and ranges from here (`KNOBS`).
+generation config overrides them through `SamplerConfig.from_generation_config`, and
+`SamplerConfig().generation_config(...)` writes them for a new checkpoint (the tiny model, test models).
+The CLI flags and the app's sliders read their defaults, ranges and types from here (`KNOBS`).
+
+    python -c "from dg.config import SamplerConfig; print(SamplerConfig())"
 """
 
 from dataclasses import asdict, dataclass, fields, replace
 
-BACKENDS = ("auto", "torch", "triton")
+from dg.kernels.sampling import BACKENDS
 
 
 @dataclass(frozen=True)
@@ -19,6 +22,11 @@ class Knob:
     high: float
     step: float
     help: str
+
+    @property
+    def kind(self) -> type:
+        """`int` or `float`: the type of the `SamplerConfig` field this knob sets."""
+        return {f.name: f.type for f in fields(SamplerConfig)}[self.name]
 
 
 # Ranges the UI offers; validation below accepts anything meaningful, not only these.
@@ -81,6 +89,20 @@ class SamplerConfig:
     def replace(self, **changes) -> "SamplerConfig":
         return replace(self, **changes)
 
+    def with_values(self, values: dict) -> "SamplerConfig":
+        """This config with a UI's values applied (None keeps a value); whole numbers become `int` where
+        the field is one (a slider sends 12.0). Raises ValueError naming the offending value."""
+        changes = {}
+        for name, value in values.items():
+            if value is None:
+                continue
+            if {f.name: f.type for f in fields(self)}[name] is int:
+                if float(value) != int(value):
+                    raise ValueError(f"{name} must be a whole number, got {value}")
+                value = int(value)
+            changes[name] = value
+        return self.replace(**changes)
+
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -105,3 +127,10 @@ class SamplerConfig:
             confidence_threshold=float(self.confidence_threshold),
             max_new_tokens=self.max_new_tokens,
         )
+
+    def generation_config(self, *, eos_token_id: list[int], pad_token_id: int, bos_token_id: int):
+        """A transformers `DiffusionGemmaGenerationConfig` with these knobs and the given token ids."""
+        from transformers.models.diffusion_gemma.generation_diffusion_gemma import DiffusionGemmaGenerationConfig
+
+        return DiffusionGemmaGenerationConfig(**self.generate_kwargs(), eos_token_id=list(eos_token_id),
+                                              pad_token_id=pad_token_id, bos_token_id=bos_token_id)

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from dg.config import SamplerConfig
+from dg.passes import eos_token_ids, pad_token_id
 
 EMBEDDED_MODEL = Path(__file__).resolve().parent.parent / "assets" / "diffusiongemma-tiny"
 RELEASE_ID = "google/diffusiongemma-26B-A4B-it"
@@ -38,18 +39,15 @@ class Loaded:
     def eos_token_ids(self) -> list[int]:
         return eos_token_ids(self.model)
 
+    @property
+    def pad_token_id(self) -> int | None:
+        return pad_token_id(self.model)
+
     def describe(self) -> str:
         n = sum(p.numel() for p in self.model.parameters())
         cfg = self.model.config
         return (f"{self.source}: {n / 1e6:.1f} M params, vocab {cfg.text_config.vocab_size}, "
                 f"canvas {cfg.canvas_length}, {self.dtype} on {self.device}")
-
-
-def eos_token_ids(model) -> list[int]:
-    eos = model.generation_config.eos_token_id
-    if eos is None:
-        eos = model.config.text_config.eos_token_id
-    return [eos] if isinstance(eos, int) else list(eos or [])
 
 
 def pick_device(device=None) -> tuple[torch.device, torch.dtype]:

@@ -10,9 +10,12 @@ Metrics (report §3.4; see ../README.md):
   `tokens_per_forward` omits the K − 1 (kept here as `tpf_transformers`).
 - Effective steps: token-weighted mean of steps per canvas.
 - Effective tok/s = generated tokens / wall time; TTFT = time to the first committed token.
+
+    python -m pytest tests/test_trace.py -q
 """
 
 import json
+import math
 from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
@@ -29,6 +32,11 @@ class RunStart:
     eos_token_ids: list
     pad_token_id: int | None
     kind: str = "start"
+
+    @property
+    def max_canvases(self) -> int:
+        """Canvases the token budget allows (the budget is rounded up to whole canvases)."""
+        return math.ceil(self.max_new_tokens / self.canvas_length)
 
 
 @dataclass
@@ -84,12 +92,17 @@ class TokenRecord:
 
 @dataclass
 class RunEnd:
-    finish_reason: str  # "eos" | "max_new_tokens" | "cancelled"
+    finish_reason: str  # one of FINISH_REASONS
     encoder_forwards: int
     decoder_forwards: int
     t: float
     kind: str = "end"
 
+
+# Why a canvas stopped (StepRecord / CanvasRecord.stop_reason) or a run ended (RunEnd.finish_reason):
+# "error" is a live run whose thread raised (dg.ui.runs); its partial trace is kept.
+FINISH_REASONS = ("eos", "max_new_tokens", "cancelled", "error")
+STOP_LABELS = {"stable_confident": "stable + confident", "step_cap": "step cap", "eos": "EOS"}
 
 RECORD_TYPES = {cls.kind: cls for cls in (RunStart, StepRecord, CanvasRecord, TokenRecord, RunEnd)}
 _ARRAY_DTYPES = {"noisy": np.int64, "argmax": np.int64, "sampled": np.int64, "accepted": bool,

@@ -1,21 +1,31 @@
-"""Shared fixtures: a small trained tokenizer/processor and tiny random-weights DiffusionGemmas."""
+"""Shared fixtures: a small trained tokenizer/processor, tiny random-weights DiffusionGemmas, and real
+traces from them built once per session."""
 
+import functools
 import os
 
 import pytest
 import torch
+from PIL import Image, ImageDraw
+
+from dg.ar import generate_ar
+from dg.config import SamplerConfig
+from dg.prompts import build_inputs
+from dg.sampler import generate_diffusion
+from dg.testing import tiny_model_for, tiny_processor
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-torch.set_num_threads(2)
+torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))  # CI: both cores; beside a training run: one
+
+PROMPT = "Compute 12 + 30."  # the prompt of the shared traces
+TRACE_STEPS = 4
+TRACE_SEED = 0
 
 
 @pytest.fixture(scope="session")
 def processor():
     """A real Gemma4Processor around a small BPE trained on the skills corpus (a few seconds)."""
-    from dg.tiny.skills import corpus
-    from dg.tiny.tokenizer import TokenizerConfig, build_processor
-
-    return build_processor(corpus(0, 300), TokenizerConfig(vocab_size=400, corpus_size=300))
+    return tiny_processor()
 
 
 @pytest.fixture(scope="session")
@@ -42,17 +52,74 @@ def config(loaded):
     return loaded.sampler_config.replace(max_denoising_steps=6, max_new_tokens=32, backend="torch")
 
 
-def make_model(processor, sharpen: float = 1.0, seed: int = 0, **kwargs):
-    """Random tiny model; `sharpen` scales the tied embedding so logits get peaky and canvases settle."""
-    from dg.testing import tiny_random_model
+@pytest.fixture
+def one_thread():
+    """The tiny model is fastest on one thread, and CI's two cores are shared with other jobs."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
-    tok = processor.tokenizer
-    special = {"image_token_id": tok.convert_tokens_to_ids("<|image|>"),
-               "boi_token_id": tok.convert_tokens_to_ids("<|image>"),
-               "eoi_token_id": tok.convert_tokens_to_ids("<image|>")}
-    kwargs.setdefault("canvas_length", 16)
-    model = tiny_random_model(seed, eos_token_ids=[1, tok.convert_tokens_to_ids("<turn|>")],
-                              vocab_size=len(tok), special_ids=special, **kwargs)
-    with torch.no_grad():
-        model.lm_head.weight.mul_(sharpen)
-    return model
+
+@pytest.fixture
+def picture():
+    """A red circle on white: an image prompt the tiny vision tower accepts."""
+    img = Image.new("RGB", (224, 224), "white")
+    ImageDraw.Draw(img).ellipse((40, 40, 120, 120), fill="red")
+    return img
+
+
+def _trace_config(model, max_new_tokens=32):
+    return SamplerConfig.from_generation_config(model.generation_config, max_denoising_steps=TRACE_STEPS,
+                                                max_new_tokens=max_new_tokens, backend="torch")
+
+
+@functools.cache
+def _model(processor):
+    return tiny_model_for(processor, sharpen=40.0)
+
+
+@functools.cache
+def _diffusion(processor):
+    model = _model(processor)
+    torch.manual_seed(TRACE_SEED)
+    return generate_diffusion(model, build_inputs(processor, PROMPT, thinking=True), _trace_config(model))
+
+
+@functools.cache
+def _eos(processor):
+    """Same run, but a token the first canvas commits is declared an EOS, so that canvas ends early."""
+    model = tiny_model_for(processor, sharpen=40.0)
+    pad = model.generation_config.pad_token_id
+    committed = [int(t) for t in _diffusion(processor).canvases[0].committed]
+    eos = next(t for t in committed[3:] if t != pad)
+    model.generation_config.eos_token_id = [*model.generation_config.eos_token_id, eos]
+    torch.manual_seed(TRACE_SEED)
+    return generate_diffusion(model, build_inputs(processor, PROMPT, thinking=True), _trace_config(model, 16))
+
+
+@functools.cache
+def _ar(processor):
+    return generate_ar(_model(processor), build_inputs(processor, PROMPT, thinking=True), 12, [1])
+
+
+@pytest.fixture
+def model(processor):
+    """The tiny random model with peaky logits (its canvases settle), shared by the trace fixtures."""
+    return _model(processor)
+
+
+@pytest.fixture
+def diffusion_trace(processor):
+    """Two canvases of four steps each, thinking on."""
+    return _diffusion(processor)
+
+
+@pytest.fixture
+def eos_trace(processor):
+    return _eos(processor)
+
+
+@pytest.fixture
+def ar_trace(processor):
+    return _ar(processor)

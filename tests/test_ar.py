@@ -4,8 +4,7 @@ import torch
 
 from dg.ar import generate_ar, next_token_logits
 from dg.prompts import build_inputs
-from tests.conftest import make_model
-from tests.test_parity import picture
+from dg.testing import tiny_model_for
 
 
 def no_cache_greedy(model, inputs, n):
@@ -26,22 +25,22 @@ def no_cache_greedy(model, inputs, n):
 
 
 def test_cached_ar_decoding_equals_a_no_cache_loop(processor):
-    model = make_model(processor, sharpen=5.0)
+    model = tiny_model_for(processor, sharpen=5.0)
     inputs = build_inputs(processor, "Write a sentence about a dog.")
     trace = generate_ar(model, inputs, max_new_tokens=12, eos_token_ids=())
     assert trace.token_ids == no_cache_greedy(model, inputs, 12)
     assert trace.end.encoder_forwards == 12, "one forward per token"
 
 
-def test_cached_ar_decoding_equals_a_no_cache_loop_with_an_image(processor):
-    model = make_model(processor, sharpen=5.0)
-    inputs = build_inputs(processor, "Describe the picture.", images=[picture()])
+def test_cached_ar_decoding_equals_a_no_cache_loop_with_an_image(processor, picture):
+    model = tiny_model_for(processor, sharpen=5.0)
+    inputs = build_inputs(processor, "Describe the picture.", images=[picture])
     trace = generate_ar(model, inputs, max_new_tokens=6, eos_token_ids=())
     assert trace.token_ids == no_cache_greedy(model, inputs, 6)
 
 
 def test_ar_stops_at_eos_and_sampling_is_reproducible(processor):
-    model = make_model(processor, sharpen=5.0)
+    model = tiny_model_for(processor, sharpen=5.0)
     inputs = build_inputs(processor, "Compute 5 + 6.")
     greedy = generate_ar(model, inputs, max_new_tokens=8, eos_token_ids=())
     eos = greedy.token_ids[3]

@@ -2,12 +2,11 @@
 
 import pytest
 import torch
-from PIL import Image, ImageDraw
 
 from dg.config import SamplerConfig
 from dg.prompts import build_inputs
 from dg.sampler import generate_diffusion
-from tests.conftest import make_model
+from dg.testing import tiny_model_for
 
 
 def reference_ids(model, inputs, config, seed, **kwargs):
@@ -20,12 +19,6 @@ def dg_ids(model, inputs, config, seed, **kwargs):
     torch.manual_seed(seed)
     trace = generate_diffusion(model, inputs, config, **kwargs)
     return [int(i) for c in trace.canvases for i in c.committed], trace
-
-
-def picture():
-    img = Image.new("RGB", (224, 224), "white")
-    ImageDraw.Draw(img).ellipse((40, 40, 120, 120), fill="red")
-    return img
 
 
 KNOBS = [
@@ -43,7 +36,7 @@ KNOBS = [
 
 @pytest.mark.parametrize("knobs", KNOBS, ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()) or "defaults")
 def test_sampler_matches_generate_for_every_knob_setting(processor, knobs):
-    model = make_model(processor, sharpen=40.0)
+    model = tiny_model_for(processor, sharpen=40.0)
     inputs = build_inputs(processor, "Compute 12 + 30.")
     base = dict(max_denoising_steps=12, max_new_tokens=48, backend="torch")
     config = SamplerConfig.from_generation_config(model.generation_config, **{**base, **knobs})
@@ -53,7 +46,7 @@ def test_sampler_matches_generate_for_every_knob_setting(processor, knobs):
 
 
 def test_sampler_matches_generate_when_canvases_settle_early(processor):
-    model = make_model(processor, sharpen=40.0)
+    model = tiny_model_for(processor, sharpen=40.0)
     inputs = build_inputs(processor, "Write a sentence about a cat.")
     config = SamplerConfig.from_generation_config(
         model.generation_config, confidence_threshold=0.5, max_new_tokens=48, backend="torch")
@@ -64,7 +57,7 @@ def test_sampler_matches_generate_when_canvases_settle_early(processor):
 
 @pytest.mark.parametrize("thinking", [False, True])
 def test_sampler_matches_generate_with_eos_inside_a_canvas(processor, thinking):
-    model = make_model(processor, sharpen=40.0)
+    model = tiny_model_for(processor, sharpen=40.0)
     inputs = build_inputs(processor, "Describe the picture.", thinking=thinking)
     config = SamplerConfig.from_generation_config(
         model.generation_config, max_denoising_steps=8, max_new_tokens=64, backend="torch")
@@ -78,9 +71,9 @@ def test_sampler_matches_generate_with_eos_inside_a_canvas(processor, thinking):
     assert len(trace.canvases) == 2 and mine[-1] == 0, "tokens after the EOS must become pad"
 
 
-def test_sampler_matches_generate_with_an_image_and_thinking(processor):
-    model = make_model(processor, sharpen=20.0)
-    inputs = build_inputs(processor, "What colour is the circle?", images=[picture()], thinking=True)
+def test_sampler_matches_generate_with_an_image_and_thinking(processor, picture):
+    model = tiny_model_for(processor, sharpen=20.0)
+    inputs = build_inputs(processor, "What colour is the circle?", images=[picture], thinking=True)
     assert "pixel_values" in inputs
     config = SamplerConfig.from_generation_config(
         model.generation_config, max_denoising_steps=6, max_new_tokens=32, backend="torch")
@@ -89,7 +82,7 @@ def test_sampler_matches_generate_with_an_image_and_thinking(processor):
 
 
 def test_seed_canvas_warm_start_matches_generate_decoder_input_ids(processor):
-    model = make_model(processor, sharpen=40.0)
+    model = tiny_model_for(processor, sharpen=40.0)
     inputs = build_inputs(processor, "Solve the sudoku: 12.4/3.12/2.41/41.3")
     config = SamplerConfig.from_generation_config(
         model.generation_config, max_denoising_steps=6, max_new_tokens=32, backend="torch")

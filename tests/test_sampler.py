@@ -6,14 +6,14 @@ import numpy as np
 import torch
 
 from dg.config import SamplerConfig
-from dg.kernels.sampling import entropy_bound_mask
+from dg.kernels.reference import entropy_bound_mask
 from dg.prompts import build_inputs
 from dg.sampler import generate_diffusion, stream_diffusion
-from tests.conftest import make_model
+from dg.testing import tiny_model_for
 
 
 def run(processor, seed=0, sharpen=40.0, **knobs):
-    model = make_model(processor, sharpen=sharpen)
+    model = tiny_model_for(processor, sharpen=sharpen)
     inputs = build_inputs(processor, "Extract the fields as JSON: Ana is 30.")
     config = SamplerConfig.from_generation_config(
         model.generation_config, **{"max_denoising_steps": 8, "max_new_tokens": 32, "backend": "torch", **knobs})
@@ -97,7 +97,7 @@ def test_same_seed_gives_the_same_tokens_and_another_seed_differs(processor):
 
 
 def test_a_run_can_be_cancelled_between_steps(processor):
-    model = make_model(processor)
+    model = tiny_model_for(processor)
     inputs = build_inputs(processor, "Compute 1 + 2.")
     cancel = threading.Event()
     config = SamplerConfig.from_generation_config(model.generation_config, max_new_tokens=32, backend="torch")
@@ -111,7 +111,7 @@ def test_a_run_can_be_cancelled_between_steps(processor):
 
 
 def test_consuming_the_stream_step_by_step_sees_records_before_the_run_ends(processor):
-    model = make_model(processor)
+    model = tiny_model_for(processor)
     inputs = build_inputs(processor, "Compute 1 + 2.")
     stream = stream_diffusion(model, inputs, SamplerConfig(max_denoising_steps=4, max_new_tokens=16))
     assert next(stream).kind == "start"

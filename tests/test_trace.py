@@ -8,8 +8,8 @@ from dg.ar import generate_ar
 from dg.config import SamplerConfig
 from dg.prompts import build_inputs
 from dg.sampler import generate_diffusion
+from dg.testing import tiny_model_for
 from dg.trace import CanvasRecord, RunEnd, RunStart, StepRecord, Trace, record_nbytes
-from tests.conftest import make_model
 
 
 def step(canvas, n, t):
@@ -44,7 +44,7 @@ def test_tpf_counts_canvas_boundaries_and_transformers_variant_does_not():
 
 
 def test_a_real_trace_survives_a_json_round_trip(processor):
-    model = make_model(processor, sharpen=40.0)
+    model = tiny_model_for(processor, sharpen=40.0)
     inputs = build_inputs(processor, "Compute 3 + 4.")
     torch.manual_seed(0)
     trace = generate_diffusion(model, inputs, SamplerConfig(max_denoising_steps=6, max_new_tokens=32, backend="torch"))
@@ -57,7 +57,7 @@ def test_a_real_trace_survives_a_json_round_trip(processor):
 
 
 def test_ar_traces_count_one_forward_per_token(processor):
-    model = make_model(processor, sharpen=5.0)
+    model = tiny_model_for(processor, sharpen=5.0)
     trace = generate_ar(model, build_inputs(processor, "Compute 3 + 4."), max_new_tokens=5)
     m = trace.metrics()
     assert m["tokens"] == 5 and m["nfe"] == 5 and m["tpf"] == 1.0

@@ -9,7 +9,7 @@ bound (report §3.3) and renoises every position it does not accept.
     python -m dg.bench                                                             # GB/s on CUDA
 
 Layout, as in the Triton tutorials:
-1. the reference, `dg.kernels.sampling.sample_step_torch`;
+1. the reference, `dg.kernels.reference.sample_step_torch`;
 2. the kernels: `_vocab_pass_kernel` (+ `_merge_splits_kernel`) and `_accept_renoise_kernel`;
 3. the launchers, which check dtype, contiguity and shape;
 4. `sample_step_triton`, what the dispatcher `dg.kernels.sampling.sample_step` calls.
@@ -32,7 +32,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from dg.kernels.sampling import StepSample, entropy_bound_mask, sample_step_torch  # noqa: F401
+from dg.kernels.reference import StepSample
 
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16)
 MAX_SEED = 2**63 - 1

@@ -1,0 +1,157 @@
+"""Device check: a full-size random-init DiffusionGemma 26B-A4B on one CUDA GPU, for ms/step and TPS.
+
+    python -m dg.bench --device-check
+
+Random weights never settle, so every canvas runs exactly `steps` denoising steps (the confidence
+threshold is set below any reachable mean entropy); EOS is disabled so every run fills the same
+number of canvases. The model is built on the meta device and materialised on the GPU with the
+checkpoint's own initialisers (seconds, instead of minutes of CPU init and a 50 GB copy).
+"""
+
+import statistics
+import time
+
+import torch
+
+from dg.ar import generate_ar
+from dg.bench.common import format_table, timed
+from dg.config import SamplerConfig
+from dg.passes import encode, new_cache, positions
+from dg.sampler import generate_diffusion
+
+# google/diffusiongemma-26B-A4B-it's text tower (25.2 B total / 3.8 B active). DiffusionGemmaConfig()'s
+# own defaults are a dense 2304-wide model with num_experts=None, which does not even build.
+RELEASE_TEXT_CONFIG = dict(
+    vocab_size=262_144, hidden_size=2816, intermediate_size=2112, num_hidden_layers=30,
+    num_attention_heads=16, num_key_value_heads=8, num_global_key_value_heads=2, head_dim=256,
+    global_head_dim=512, num_experts=128, top_k_experts=8, moe_intermediate_size=704,
+    sliding_window=1024, max_position_embeddings=262_144,
+)
+NEVER_CONFIDENT = 1e-12  # mean entropy of a random model's softmax is never this low
+
+
+def release_config():
+    from transformers import DiffusionGemmaConfig
+
+    return DiffusionGemmaConfig(text_config=dict(RELEASE_TEXT_CONFIG))
+
+
+def require_cuda() -> torch.device:
+    if not torch.cuda.is_available():
+        raise SystemExit(
+            "--device-check needs a CUDA GPU, and torch sees none "
+            f"(torch {torch.__version__}, CUDA build {torch.version.cuda or 'none'}). "
+            "Run it on a GPU machine, or drop --device-check for the tiny-model benchmark.")
+    return torch.device("cuda")
+
+
+def materialise(config, device, dtype=torch.bfloat16, seed: int = 0):
+    """Build on the meta device, allocate on `device`, run the model's own initialisers there."""
+    from transformers import DiffusionGemmaForBlockDiffusion
+
+    with torch.device("meta"):
+        model = DiffusionGemmaForBlockDiffusion._from_config(config, dtype=dtype)
+    model.to_empty(device=device)
+    torch.manual_seed(seed)
+    model.initialize_weights()
+    for module in model.modules():  # transformers 5.23's _init_weights skips the encoder layers' scalar
+        if hasattr(module, "layer_scalar"):
+            module.layer_scalar.fill_(1.0)
+    model.tie_weights()
+    return model.eval()
+
+
+def _text_id_limit(config) -> int:
+    """Random prompt ids stay below every image/audio/video marker id (those need pixel inputs)."""
+    markers = [v for k, v in config.to_dict().items() if k.endswith("_token_id") and isinstance(v, int) and v > 2]
+    return min([config.text_config.vocab_size, *markers])
+
+
+def _median_gap_ms(times: list[float]) -> float:
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    return 1e3 * statistics.median(gaps) if gaps else float("nan")
+
+
+def time_prefill(model, prompt_ids, repeats: int = 3) -> float:
+    """Median ms of one encoder pass over the whole prompt into a fresh KV cache."""
+    length = prompt_ids.shape[1]
+    position_ids = positions(0, length, prompt_ids.device)
+    mask = torch.ones((1, length), dtype=torch.bool, device=prompt_ids.device)
+    with torch.no_grad():
+        run = lambda: encode(model, prompt_ids, new_cache(model), position_ids, mask, {})  # noqa: E731
+        run()
+        return 1e3 * statistics.median(timed(run, prompt_ids.device)[1] for _ in range(repeats))
+
+
+def time_diffusion(model, prompt_ids, steps: int, canvases: int, backend: str) -> dict:
+    canvas = model.config.canvas_length
+    config = SamplerConfig(max_denoising_steps=steps, confidence_threshold=NEVER_CONFIDENT,
+                           max_new_tokens=canvas * canvases, backend=backend)
+    inputs = {"input_ids": prompt_ids}
+    generate_diffusion(model, inputs, config.replace(max_new_tokens=canvas))  # warm-up
+    torch.manual_seed(0)
+    trace, wall = timed(lambda: generate_diffusion(model, inputs, config), prompt_ids.device)
+    # steps 2..N of each canvas: a step's gap to the previous one is one decoder pass + sampling
+    step_ms = statistics.median(
+        _median_gap_ms([r.t for r in trace.steps_of(k)]) for k in range(len(trace.canvases)))
+    metrics = trace.metrics()
+    return {"backend": backend, "ms_per_step": step_ms, "wall_s": wall, "tokens": metrics["tokens"],
+            "tps": metrics["tokens"] / wall, "tpf": metrics["tpf"], "steps": metrics["total_steps"],
+            "canvases": metrics["canvases"]}
+
+
+def time_ar(model, prompt_ids, n_tokens: int) -> dict:
+    inputs = {"input_ids": prompt_ids}
+    generate_ar(model, inputs, 4)  # warm-up
+    trace, wall = timed(lambda: generate_ar(model, inputs, n_tokens, eos_token_ids=()), prompt_ids.device)
+    return {"ms_per_token": _median_gap_ms([r.t for r in trace.tokens]), "wall_s": wall,
+            "tokens": len(trace.tokens), "tps": len(trace.tokens) / wall}
+
+
+def device_check(config=None, device=None, dtype=torch.bfloat16, prompt_length: int = 512, steps: int = 12,
+                 canvases: int = 2, ar_tokens: int = 64, backends=("torch", "triton"), seed: int = 0) -> dict:
+    """Prefill ms, ms/step and TPS of dg diffusion (per sampling backend) and AR on random weights.
+
+    With no arguments: the release's 26B-A4B config in bf16 on CUDA (SystemExit without CUDA).
+    Tests pass a tiny config and the CPU to exercise the same code.
+    """
+    device = torch.device(device) if device is not None else require_cuda()
+    name = "DiffusionGemma 26B-A4B (random init)" if config is None else "custom config (random init)"
+    config = config if config is not None else release_config()
+    start = time.perf_counter()
+    model = materialise(config, device, dtype, seed)
+    model.generation_config.eos_token_id = []  # every run fills `canvases` canvases
+    init_s = time.perf_counter() - start
+    prompt_ids = torch.randint(3, _text_id_limit(model.config), (1, prompt_length),
+                               generator=torch.Generator().manual_seed(seed)).to(device)
+
+    result = {"config": name,
+              "params_b": sum(p.numel() for p in model.parameters()) / 1e9, "dtype": str(dtype).removeprefix("torch."),
+              "device": torch.cuda.get_device_name(device) if device.type == "cuda" else str(device),
+              "init_s": init_s, "prompt_length": prompt_length, "canvas_length": model.config.canvas_length,
+              "steps_per_canvas": steps, "prefill_ms": time_prefill(model, prompt_ids)}
+    if device.type != "cuda":
+        backends = tuple(b for b in backends if b != "triton")
+    result["diffusion"] = [time_diffusion(model, prompt_ids, steps, canvases, b) for b in backends]
+    result["ar"] = time_ar(model, prompt_ids, ar_tokens)
+    best = min(result["diffusion"], key=lambda r: r["ms_per_step"])
+    result["summary"] = {
+        "device": result["device"], "prefill_ms": result["prefill_ms"], "ms_per_step": best["ms_per_step"],
+        "diffusion_tps": best["tps"], "ar_tps": result["ar"]["tps"], "tpf": best["tpf"],
+        "decoder_step_vs_ar_token_cost": best["ms_per_step"] / result["ar"]["ms_per_token"],
+        "backend": best["backend"],
+    }
+    return result
+
+
+def format_device_check(result: dict) -> str:
+    head = (f"device check: {result['params_b']:.1f} B params {result['dtype']} on {result['device']} "
+            f"(materialised in {result['init_s']:.1f} s); prompt {result['prompt_length']} tokens, "
+            f"{result['steps_per_canvas']} steps per {result['canvas_length']}-token canvas\n"
+            f"encoder prefill: {result['prefill_ms']:.1f} ms")
+    rows = [{"mode": f"diffusion ({r['backend']} sampling)", "ms_per_step_or_token": r["ms_per_step"],
+             "tps": r["tps"], "tokens": r["tokens"], "tpf": r["tpf"]} for r in result["diffusion"]]
+    ar = result["ar"]
+    rows.append({"mode": "AR (KV cache)", "ms_per_step_or_token": ar["ms_per_token"], "tps": ar["tps"],
+                 "tokens": ar["tokens"], "tpf": 1.0})
+    return head + "\n" + format_table(rows, ["mode", "ms_per_step_or_token", "tps", "tokens", "tpf"])

@@ -1,0 +1,183 @@
+"""The model benchmark: dg's sampler vs transformers' `generate()` vs AR mode, on real prompts.
+
+One fixed prompt per skill of the tiny suite; generate() and dg interleaved after a warm-up, same
+seed per prompt, so their tokens must match. Speedup of diffusion over AR ≈ TPF / (decoder step cost
+/ AR token cost): both factors are reported. Until the embedded model (`assets/diffusiongemma-tiny`)
+exists, a random-weights tiny checkpoint built with `dg.testing.tiny_random_checkpoint` stands in
+(timings are still real; TPF is then that of a model that never settles).
+
+    python -m dg.bench --repeats 5 --report runs/bench.html
+"""
+
+import random
+import statistics
+from pathlib import Path
+
+import torch
+
+from dg.bench.common import format_table, timed
+from dg.config import SamplerConfig
+from dg.passes import pad_token_id
+
+RUNS = Path(__file__).resolve().parents[2] / "runs"
+FALLBACK_CHECKPOINT = RUNS / "bench-tiny-random"
+
+
+def bench_checkpoint(model: str | None = None) -> tuple[str, str]:
+    """(path, what it is): the given model, the embedded tiny one, or a cached random stand-in."""
+    from dg.loading import EMBEDDED_MODEL
+
+    if model is not None:
+        return str(model), "given checkpoint"
+    if (EMBEDDED_MODEL / "config.json").exists():
+        return str(EMBEDDED_MODEL), "embedded tiny model"
+    if not (FALLBACK_CHECKPOINT / "config.json").exists():
+        from dg.testing import tiny_processor, tiny_random_checkpoint
+
+        tiny_random_checkpoint(FALLBACK_CHECKPOINT, tiny_processor(), canvas_length=64)
+    return str(FALLBACK_CHECKPOINT), "random-weights tiny stand-in (embedded model not built yet)"
+
+
+def bench_prompts(seed: int = 0) -> list[dict]:
+    """One fixed prompt per skill of the tiny suite (the picture one carries its image)."""
+    from dg.tiny.skills import SKILLS, make_example
+
+    prompts = []
+    for i, skill in enumerate(SKILLS):
+        example = make_example(skill, random.Random(seed + i))
+        prompts.append({"skill": skill, "text": example.prompt, "image": example.image})
+    return prompts
+
+
+def run_reference(model, inputs, config: SamplerConfig, seed: int) -> dict:
+    """transformers' `generate()` with the same knobs and seed."""
+    torch.manual_seed(seed)
+    out, wall = timed(lambda: model.generate(**inputs, **config.generate_kwargs()), model.device)
+    new = out.sequences[0, inputs["input_ids"].shape[1]:]
+    pad = pad_token_id(model)
+    tokens = int((new != pad).sum()) if pad is not None else int(new.numel())
+    steps = tokens / float(out.tokens_per_forward[0]) if tokens else 0
+    return {"wall_s": wall, "tokens": tokens, "ids": new.tolist(), "decoder_steps": round(steps)}
+
+
+def run_dg(model, inputs, config: SamplerConfig, seed: int) -> dict:
+    from dg.sampler import generate_diffusion
+
+    torch.manual_seed(seed)
+    trace, wall = timed(lambda: generate_diffusion(model, inputs, config), model.device)
+    ids = [int(i) for c in trace.canvases for i in c.committed]
+    return {**trace.metrics(), "wall_s": wall, "ids": ids}
+
+
+def run_ar(model, inputs, n_tokens: int) -> dict:
+    """Greedy AR with the KV cache for exactly `n_tokens` (EOS ignored: same token count basis)."""
+    from dg.ar import generate_ar
+
+    trace, wall = timed(lambda: generate_ar(model, inputs, max(n_tokens, 1), eos_token_ids=()), model.device)
+    return {**trace.metrics(), "wall_s": wall}
+
+
+def bench_models(loaded, prompts: list[dict], repeats: int = 3, max_new_tokens: int | None = None,
+                 seed: int = 0, backend: str = "torch") -> dict:
+    """Interleave generate(), dg diffusion and dg AR on every prompt, `repeats` times, after a warm-up.
+
+    generate() and dg run first in alternate repeats so drift (thermal, caches) hits both alike; each
+    prompt keeps its seed across repeats so every repeat does the same work.
+    """
+    from dg.prompts import build_inputs
+
+    model = loaded.model
+    canvas = model.config.canvas_length
+    config = loaded.sampler_config.replace(max_new_tokens=max_new_tokens or 2 * canvas, backend=backend)
+    inputs = [build_inputs(loaded.processor, p["text"], images=p["image"], device=model.device) for p in prompts]
+
+    warm = run_dg(model, inputs[0], config, seed)  # warm-up: allocator, kernels, caches
+    run_reference(model, inputs[0], config, seed)
+    run_ar(model, inputs[0], warm["tokens"])
+
+    runs = []  # runs[r][p] = {"reference": ..., "dg": ..., "ar": ...}
+    for r in range(repeats):
+        row = []
+        for p, prompt_inputs in enumerate(inputs):
+            s = seed + p
+            if r % 2 == 0:
+                ref, dg = run_reference(model, prompt_inputs, config, s), run_dg(model, prompt_inputs, config, s)
+            else:
+                dg, ref = run_dg(model, prompt_inputs, config, s), run_reference(model, prompt_inputs, config, s)
+            row.append({"reference": ref, "dg": dg, "ar": run_ar(model, prompt_inputs, dg["tokens"])})
+        runs.append(row)
+    return summarise(runs, prompts, config)
+
+
+def _per_repeat(runs, fn) -> float:
+    return statistics.median(fn(row) for row in runs)
+
+
+def _total(row, mode, key) -> float:
+    return sum(run[mode][key] or 0.0 for run in row)
+
+
+def summarise(runs: list, prompts: list[dict], config: SamplerConfig) -> dict:
+    """Ratios from per-repeat totals over the prompt set, median over repeats; per-prompt medians."""
+    def tok_s(row, mode):
+        wall = _total(row, mode, "wall_s")
+        return _total(row, mode, "tokens") / wall if wall > 0 else 0.0
+
+    first = runs[0]
+    denominators = sum(run["dg"]["total_steps"] + run["dg"]["canvases"] - 1 for run in first)
+    tpf = _total(first, "dg", "tokens") / denominators if denominators > 0 else 0.0
+    step_cost = _per_repeat(runs, lambda row: _total(row, "dg", "wall_s") / max(denominators, 1))
+    ar_token_cost = _per_repeat(runs, lambda row: _total(row, "ar", "wall_s") / max(_total(row, "ar", "tokens"), 1))
+    summary = {
+        "dg_vs_reference_time_ratio": _per_repeat(
+            runs, lambda row: _total(row, "dg", "wall_s") / _total(row, "reference", "wall_s")),
+        "diffusion_vs_ar_speedup": _per_repeat(runs, lambda row: tok_s(row, "dg") / tok_s(row, "ar")),
+        "tpf": tpf,
+        "decoder_step_vs_ar_token_cost": step_cost / ar_token_cost,
+        "decoder_step_ms": 1e3 * step_cost,
+        "ar_token_ms": 1e3 * ar_token_cost,
+        "dg_matches_generate": all(run["dg"]["ids"] == run["reference"]["ids"] for row in runs for run in row),
+        "repeats": len(runs),
+        "prompts": len(prompts),
+        "max_new_tokens": config.max_new_tokens,
+        "backend": config.backend,
+    }
+    return {"summary": summary, "rows": _rows(runs, prompts)}
+
+
+def _rows(runs: list, prompts: list[dict]) -> list[dict]:
+    """One row per (prompt, mode): medians over repeats of wall time and throughput, plus counts."""
+    rows = []
+    for p, prompt in enumerate(prompts):
+        for mode in ("dg", "reference", "ar"):
+            results = [row[p][mode] for row in runs]
+            wall = statistics.median(r["wall_s"] for r in results)
+            last = results[0]
+            ttft = [r["ttft_s"] for r in results if r.get("ttft_s") is not None]
+            rows.append({
+                "skill": prompt["skill"], "mode": {"dg": "dg diffusion", "reference": "generate()", "ar": "dg AR"}[mode],
+                "wall_s": wall, "tokens": last["tokens"], "effective_tok_s": last["tokens"] / wall if wall else 0.0,
+                "tpf": last.get("tpf"), "nfe": last.get("nfe"), "ttft_s": statistics.median(ttft) if ttft else None,
+                "effective_steps": last.get("effective_steps"),
+            })
+    return rows
+
+
+def run_model_bench(args) -> dict:
+    from dg.loading import load
+
+    path, what = bench_checkpoint(args.model)
+    loaded = load(path, device=args.device)
+    prompts = bench_prompts(args.seed)[: args.prompts]
+    print(f"model: {loaded.describe()} [{what}]; threads {torch.get_num_threads()}; "
+          f"{len(prompts)} prompts x {args.repeats} repeats, interleaved, after a warm-up")
+    models = bench_models(loaded, prompts, args.repeats, args.max_new_tokens, args.seed)
+    models["model"] = {"path": path, "what": what, "describe": loaded.describe()}
+    print(format_table(models["rows"], ["skill", "mode", "wall_s", "tokens", "effective_tok_s", "tpf", "nfe",
+                                        "ttft_s", "effective_steps"]))
+    s = models["summary"]
+    print(f"dg / generate() time {s['dg_vs_reference_time_ratio']:.3f} (same tokens: {s['dg_matches_generate']}); "
+          f"diffusion vs AR speedup {s['diffusion_vs_ar_speedup']:.3f} = TPF {s['tpf']:.3f} / "
+          f"(step {s['decoder_step_ms']:.2f} ms / AR token {s['ar_token_ms']:.2f} ms "
+          f"= {s['decoder_step_vs_ar_token_cost']:.3f})")
+    return models

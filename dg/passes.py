@@ -1,0 +1,109 @@
+"""Model plumbing shared by the sampler, AR mode, the single educator pass and the benchmarks.
+
+One home for each piece: the token ids a run needs (EOS, pad), splitting the inputs, the KV cache,
+the causal encoder pass that writes uncached tokens into it (prefill, and each committed canvas),
+the decoder's attention mask and forward over a canvas, the after-EOS mask, and the top-k and
+entropy of a distribution that every per-step and per-token record carries.
+
+    python -m pytest tests/test_passes.py -q
+"""
+
+import torch
+
+TOPK = 5  # candidates kept per position in the records (inspector, race tooltips)
+# consumed by the first encoder pass only (as in transformers' generate)
+PREFILL_ONLY_KEYS = ("pixel_values", "image_position_ids", "mm_token_type_ids")
+
+
+def eos_token_ids(model) -> list[int]:
+    """The model's EOS ids: its generation config's, else its text config's."""
+    eos = model.generation_config.eos_token_id
+    if eos is None:
+        eos = model.config.get_text_config().eos_token_id
+    return [eos] if isinstance(eos, int) else list(eos or [])
+
+
+def pad_token_id(model) -> int | None:
+    """The pad id committed canvases are filled with after their EOS."""
+    pad = model.generation_config.pad_token_id
+    return model.config.get_text_config().pad_token_id if pad is None else pad
+
+
+def split_inputs(inputs: dict) -> tuple[torch.Tensor, dict]:
+    """(input_ids (1, L), the other model inputs); the attention mask is rebuilt per pass."""
+    input_ids = inputs["input_ids"]
+    if input_ids.ndim != 2 or input_ids.shape[0] != 1:
+        raise ValueError(f"dg samples one prompt at a time: input_ids must be (1, L), got {tuple(input_ids.shape)}")
+    extra = {k: v for k, v in inputs.items() if k not in ("input_ids", "attention_mask") and v is not None}
+    return input_ids, extra
+
+
+def after_prefill(extra: dict) -> dict:
+    """The inputs later passes still need: images are encoded by the first pass only."""
+    return {k: v for k, v in extra.items() if k not in PREFILL_ONLY_KEYS}
+
+
+def new_cache(model):
+    from transformers import DynamicCache
+
+    return DynamicCache(config=model.config.get_text_config(decoder=True))
+
+
+def positions(start: int, length: int, device) -> torch.Tensor:
+    """(1, length) int32 positions start … start + length − 1."""
+    return torch.arange(start, start + length, dtype=torch.int32, device=device)[None]
+
+
+def encode(model, token_ids, cache, position_ids, attention_mask, extra: dict):
+    """Causal encoder pass over uncached tokens; appends their keys/values to `cache`."""
+    encoder = model.model.encoder
+    masks = encoder.create_masks_for_generate(
+        config=model.config,
+        inputs_embeds=torch.empty((1, token_ids.shape[1], 0), dtype=model.dtype, device=token_ids.device),
+        attention_mask=attention_mask,
+        past_key_values=cache,
+        position_ids=position_ids,
+        mm_token_type_ids=extra.get("mm_token_type_ids"),
+    )
+    return encoder(input_ids=token_ids.contiguous(), attention_mask=masks, past_key_values=cache,
+                   position_ids=position_ids, **extra)
+
+
+def decoder_mask(model, canvas: torch.Tensor, cache, attention_mask: torch.Tensor):
+    """The decoder's mask for one canvas: every cached token plus the whole canvas (bidirectional)."""
+    return model.model.decoder.create_diffusion_decoder_attention_mask(
+        config=model.config, inputs_embeds=canvas.unsqueeze(-1), past_key_values=cache,
+        decoder_attention_mask=torch.nn.functional.pad(attention_mask, (0, canvas.shape[1]), value=True))
+
+
+def decode(model, canvas, self_conditioning_logits, mask, cache, position_ids, extra: dict) -> torch.Tensor:
+    """One decoder pass over the canvas, reading the KV cache: logits (1, C, V)."""
+    return model(decoder_input_ids=canvas, self_conditioning_logits=self_conditioning_logits,
+                 decoder_attention_mask=mask, past_key_values=cache, decoder_position_ids=position_ids,
+                 **extra).logits
+
+
+def after_eos(ids: torch.Tensor, eos_ids) -> torch.Tensor:
+    """True at every position after the first EOS (the EOS itself is kept); pad goes there."""
+    is_eos = torch.isin(ids, torch.as_tensor(list(eos_ids), dtype=ids.dtype, device=ids.device))
+    seen = is_eos.cumsum(dim=-1)
+    return (seen > 0) & ~((seen == 1) & is_eos)
+
+
+def eos_pad(committed: torch.Tensor, eos_ids, pad: int | None) -> tuple[torch.Tensor, bool]:
+    """(the canvas with everything after its first EOS set to pad, whether it holds an EOS)."""
+    if not eos_ids or not bool(torch.isin(committed, torch.as_tensor(list(eos_ids), device=committed.device)).any()):
+        return committed, False
+    if pad is not None:
+        committed = committed.masked_fill(after_eos(committed, eos_ids), pad)
+    return committed, True
+
+
+def top_k(logits: torch.Tensor, k: int = TOPK) -> tuple[torch.Tensor, torch.Tensor]:
+    """(probabilities, ids) of the k most likely tokens of softmax(logits) over the last dim, float32."""
+    return torch.topk(torch.softmax(logits.float(), dim=-1), k, dim=-1)
+
+
+def entropy(logits: torch.Tensor) -> torch.Tensor:
+    """Entropy (nats) of softmax(logits) over the last dim, float32."""
+    return torch.distributions.Categorical(logits=logits.float()).entropy()

@@ -1,0 +1,74 @@
+"""The dg demo: watch DiffusionGemma denoise its canvas, race it against AR decoding, learn how it works.
+
+`build_app` composes the three tabs (dg.ui.generate_tab, race_tab, learn_tab), each of which builds
+its own components and wires them to dg; `serve` starts it on a free local port (tests, benchmarks).
+
+    python app.py [--model DIR_OR_ID] [--ar-model DIR_OR_ID] [--port N] [--share]
+"""
+
+import argparse
+import socket
+from contextlib import contextmanager
+
+import gradio as gr
+import torch
+
+from dg.ui import generate_tab, learn_tab, race, race_tab
+from dg.ui.common import Shared
+from dg.ui.runs import share_cpu
+
+MAX_UPLOAD = "20mb"
+DEFAULT_PORT = 7860
+
+
+def build_app(loaded, ar_model=None, concurrency: int = 8) -> gr.Blocks:
+    """The whole demo on one loaded DiffusionGemma (and an optional separate AR model), queue enabled."""
+    with gr.Blocks(title="DiffusionGemma, step by step") as demo:
+        gr.Markdown(f"# DiffusionGemma, step by step\n`{loaded.describe()}`")
+        shared = Shared.create()  # this session's finished runs, for the replay; every session's live runs
+        with gr.Tab("Generate"):
+            generate = generate_tab.build(loaded, shared)
+        with gr.Tab("Race"):
+            race_tab.build(loaded, shared, generate, ar_model)
+        with gr.Tab("Learn"):
+            learn_tab.build(loaded, shared, generate)
+    return demo.queue(default_concurrency_limit=concurrency)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def serve(loaded, ar_model=None):
+    """The app on a free local port, in this process; yields its URL and closes it afterwards."""
+    threads = torch.get_num_threads()
+    demo = build_app(loaded, ar_model)
+    port = free_port()
+    demo.launch(prevent_thread_lock=True, server_port=port, quiet=True, max_file_size=MAX_UPLOAD)
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        demo.close()
+        torch.set_num_threads(threads)
+
+
+def main() -> None:
+    from dg.loading import load
+
+    parser = argparse.ArgumentParser(description="Watch DiffusionGemma denoise its canvas.")
+    parser.add_argument("--model", default=None, help="checkpoint folder or cached hub id (default: embedded tiny)")
+    parser.add_argument("--ar-model", default=None, help="a separate causal LM to race through generate()")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    parser.add_argument("--share", action="store_true")
+    args = parser.parse_args()
+    try:
+        loaded = load(args.model)
+        ar_model = race.load_ar_model(args.ar_model) if args.ar_model else None
+    except (FileNotFoundError, ValueError) as err:
+        raise SystemExit(f"app.py: {err}") from None
+    share_cpu(loaded.device)
+    print(loaded.describe())
+    build_app(loaded, ar_model).launch(server_port=args.port, share=args.share, max_file_size=MAX_UPLOAD)

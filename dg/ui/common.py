@@ -1,0 +1,116 @@
+"""Gradio glue every tab shares: the session's state, the one streaming helper, input errors, API names.
+
+`stream` is the skeleton of every live handler (Generate, A/B, Race): it registers the session's runs
+(so Stop reaches them), yields only the views that changed since the last frame, stops the runs if
+the page goes away, and tells the user when a run failed or was stopped.
+
+    python -m pytest tests/ui/test_app.py -q
+"""
+
+import inspect
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+
+from dg.config import KNOBS
+from dg.ui.runs import DEFAULT_FPS, LiveRun, Sessions, awatch, prepare_run
+from dg.ui.session import History
+
+FPS = DEFAULT_FPS  # live frames per second at most; the replay keeps every step
+RUNS_TTL_S = 6 * 3600  # a session's replays are dropped this long after its last change
+KNOB_NAMES = [k.name for k in KNOBS]
+EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "assets" / "examples"
+
+
+def load_examples(folder: Path = EXAMPLES_DIR) -> dict[str, list]:
+    """examples.json as Gradio example rows: [prompt, image path or None, thinking] per group."""
+    groups = json.loads((folder / "examples.json").read_text())
+    return {name: [[prompt, str(folder / image) if image else None, thinking] for prompt, image, thinking in rows]
+            for name, rows in groups.items() if name != "_comment"}
+
+
+@dataclass
+class Shared:
+    """What every tab shares: this session's finished runs (a gr.State) and the live runs of all sessions."""
+
+    history: gr.State
+    sessions: Sessions
+
+    @classmethod
+    def create(cls) -> "Shared":
+        return cls(gr.State(History(), time_to_live=RUNS_TTL_S), Sessions())
+
+    def stop(self, request: gr.Request) -> str:
+        """The Stop buttons: cancel every run of the session that clicked."""
+        n = self.sessions.stop(session_id(request))
+        return "Stopping… what was produced so far stays in the replay." if n else "Nothing is running."
+
+
+def session_id(request) -> str:
+    return request.session_hash if request is not None else ""
+
+
+@contextmanager
+def refused_input():
+    """A ValueError from validating what the user set becomes a message in the page, not a traceback."""
+    try:
+        yield
+    except (ValueError, TypeError) as err:
+        raise gr.Error(str(err), title="Can't run that") from None
+
+
+def prepare(loaded, prompt, image, thinking, seed, knobs) -> tuple:
+    """`dg.ui.runs.prepare_run` on the sliders' values, in order of `KNOBS`; bad input → gr.Error."""
+    with refused_input():
+        return prepare_run(loaded, prompt, image, thinking, seed, dict(zip(KNOB_NAMES, knobs)))
+
+
+async def stream(shared: Shared, request, runs: list[LiveRun], draw: Callable[..., dict],
+                 fps: float = FPS) -> AsyncIterator[dict]:
+    """Yield `draw(*snapshots)` as the started `runs` progress, each update only the views that changed."""
+    shared.sessions.add(session_id(request), *runs)
+    shown = {}  # what the page already has: unchanged views are not sent again
+    try:
+        async for frames in awatch(runs, fps):
+            views = draw(*frames)
+            if update := {c: v for c, v in views.items() if shown.get(c) != v}:
+                yield update
+            shown = views
+    finally:
+        for run in runs:
+            run.stop()  # the page went away or the runs ended: stop sampling either way
+    for run in runs:
+        notify(run)
+
+
+def notify(run: LiveRun) -> None:
+    if run.error:
+        gr.Warning(f"The run failed: {run.error}. What it produced so far is kept.")
+    elif run.trace.end is not None and run.trace.end.finish_reason == "cancelled":
+        gr.Info(f"Stopped after {len(run.trace.steps or run.trace.tokens)} steps; the partial run is kept.")
+
+
+def picker(history: History, select: bool = True) -> gr.Dropdown:
+    """The run picker listing the history; `select` shows the newest (else the shown run stays selected)."""
+    labels = history.labels
+    return gr.Dropdown(labels, value=labels[-1]) if select and labels else gr.Dropdown(labels)
+
+
+def named(fn, *names):
+    """`fn(*values, request=...)` as an async generator with one named parameter per input: the API names each knob."""
+
+    async def with_names(*args):
+        *values, request = args
+        async for update in fn(*values, request=request):
+            yield update
+
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    params = [inspect.Parameter(n, kind) for n in names]
+    with_names.__signature__ = inspect.Signature([*params, inspect.Parameter("request", kind, default=None,
+                                                                             annotation=gr.Request)])
+    with_names.__annotations__ = {"request": gr.Request}  # Gradio finds the request parameter by its type hint
+    return with_names

@@ -1,0 +1,224 @@
+"""Race: diffusion and AR decoding started together on the same prompt, both streamed live.
+
+By default both sides use the same DiffusionGemma weights: the entropy-bound sampler against AR mode
+(report §5.3: the encoder decoding one token per forward). With `--ar-model` the AR side is a
+separate causal LM (e.g. Gemma 4) run by transformers' own `generate()`; a `BaseStreamer` records
+each token it pushes, with a timestamp, as a `TokenRecord`, so both sides give the same kind of trace.
+Both threads wait at a barrier and start together; on one device they share it, as a user would.
+
+    python -m dg.ui.race --prompt "What is 487 + 356?"   # the embedded tiny model
+    python -m dg.ui.race --ar-model google/gemma-4-E2B-it --prompt "Write a haiku about rain."
+"""
+
+import argparse
+import math
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from transformers.generation.streamers import BaseStreamer
+
+from dg.config import SamplerConfig
+from dg.passes import eos_token_ids, entropy, top_k
+from dg.prompts import build_inputs, decode_reply
+from dg.trace import RunEnd, RunStart, TokenRecord, Trace
+from dg.ui.runs import DEFAULT_FPS, LiveRun, ar_run, diffusion_run, share_cpu, watch
+
+
+@dataclass
+class ARModel:
+    """A causal LM and its tokenizer, for racing through transformers' `generate()`."""
+
+    model: object
+    tokenizer: object
+    source: str
+
+    def inputs(self, prompt: str, thinking: bool = False) -> dict:
+        messages = [{"role": "user", "content": prompt}]
+        kwargs = {"enable_thinking": True} if thinking else {}
+        inputs = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
+                                                    return_dict=True, return_tensors="pt", **kwargs)
+        return {k: v.to(self.model.device) for k, v in dict(inputs).items()}
+
+    @property
+    def eos_token_ids(self) -> list[int]:
+        return eos_token_ids(self.model) or [self.tokenizer.eos_token_id]
+
+
+def load_ar_model(source: str, device=None) -> ARModel:
+    """A local folder or cached hub id (never downloaded), safetensors only, no remote code."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from dg.loading import pick_device, resolve
+
+    path = resolve(source)
+    device, dtype = pick_device(device)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, use_safetensors=True, local_files_only=True,
+                                                 trust_remote_code=False).to(device).eval()
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=False)
+    return ARModel(model, tokenizer, str(source))
+
+
+class ScoreRecorder:
+    """A logits processor that keeps the last distribution, so the streamer can record entropy and top-k."""
+
+    def __init__(self):
+        self.last = None
+
+    def __call__(self, input_ids, scores):
+        self.last = scores[0].detach().float()
+        return scores
+
+
+class TraceStreamer(BaseStreamer):
+    """`generate()` streamer: every pushed token becomes a TokenRecord stamped with the run's clock."""
+
+    def __init__(self, emit, clock: float, scores: ScoreRecorder | None = None):
+        self.emit, self.clock, self.scores = emit, clock, scores
+        self.count = 0
+        self.last_token: int | None = None
+        self._prompt_seen = False
+
+    def put(self, value):
+        if not self._prompt_seen:  # generate() pushes the prompt first
+            self._prompt_seen = True
+            return
+        for token_id in value.reshape(-1).tolist():
+            h, ids, probs = math.nan, np.zeros(0, np.int64), np.zeros(0, np.float32)
+            if self.scores is not None and self.scores.last is not None:
+                top_p, top_i = top_k(self.scores.last)
+                h = float(entropy(self.scores.last))
+                ids, probs = top_i.cpu().numpy(), top_p.cpu().numpy().astype(np.float32)
+            self.emit(TokenRecord(self.count, int(token_id), h, ids, probs, time.perf_counter() - self.clock))
+            self.count += 1
+            self.last_token = int(token_id)
+
+    def end(self):
+        pass
+
+
+class CancelCriteria:
+    """Stopping criterion that ends `generate()` once the run's cancel event is set."""
+
+    def __init__(self, cancel: threading.Event):
+        self.cancel = cancel
+
+    def __call__(self, input_ids, scores, **kwargs):
+        return torch.full((input_ids.shape[0],), self.cancel.is_set(), dtype=torch.bool, device=input_ids.device)
+
+
+def hf_ar_run(ar: ARModel, inputs: dict, max_new_tokens: int, *, label: str = "",
+              start_gate: threading.Barrier | None = None) -> LiveRun:
+    """Greedy `generate()` of a separate causal LM, recorded token by token."""
+    from transformers import LogitsProcessorList, StoppingCriteriaList
+
+    def body(emit, cancel):
+        clock = time.perf_counter()
+        vocab = ar.model.config.get_text_config().vocab_size
+        pad = ar.model.generation_config.pad_token_id
+        emit(RunStart("ar", inputs["input_ids"].shape[1], 1, vocab, max_new_tokens,
+                      {"greedy": True, "model": ar.source}, ar.eos_token_ids, pad))
+        recorder = ScoreRecorder()
+        streamer = TraceStreamer(emit, clock, recorder)
+        with torch.no_grad():
+            ar.model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, streamer=streamer,
+                              logits_processor=LogitsProcessorList([recorder]),
+                              stopping_criteria=StoppingCriteriaList([CancelCriteria(cancel)]),
+                              pad_token_id=pad if pad is not None else ar.eos_token_ids[0])
+        finish = ("cancelled" if cancel.is_set() else
+                  "eos" if streamer.last_token in ar.eos_token_ids else "max_new_tokens")
+        emit(RunEnd(finish, streamer.count, 0, time.perf_counter() - clock))
+
+    return LiveRun(body, label=label, start_gate=start_gate)
+
+
+@dataclass
+class Race:
+    diffusion: LiveRun
+    ar: LiveRun
+    ar_tokenizer: object  # decodes the AR side (the diffusion tokenizer unless --ar-model)
+    ar_label: str
+
+    def start(self) -> "Race":
+        self.diffusion.start()
+        self.ar.start()
+        return self
+
+    def stop(self) -> None:
+        self.diffusion.stop()
+        self.ar.stop()
+
+    def frames(self, fps: float = DEFAULT_FPS):
+        """(diffusion, ar) snapshots while either side runs; the last pair is final."""
+        return watch([self.diffusion, self.ar], fps)
+
+
+def start_race(loaded, prompt: str, *, inputs: dict | None = None, image=None, thinking: bool = False,
+               config: SamplerConfig | None = None, seed: int = 0, ar_model: ARModel | None = None) -> Race:
+    """Build both sides' inputs (errors raise before any thread starts), then start them together."""
+    config = config or loaded.sampler_config
+    if inputs is None:
+        inputs = build_inputs(loaded.processor, prompt, images=image, thinking=thinking, device=loaded.device)
+    gate = threading.Barrier(2)
+    diffusion = diffusion_run(loaded, inputs, config, seed, label="diffusion", start_gate=gate)
+    if ar_model is None:
+        ar = ar_run(loaded, inputs, config.max_new_tokens, label="AR", start_gate=gate)
+        return Race(diffusion, ar, loaded.tokenizer, "AR, same weights").start()
+    ar = hf_ar_run(ar_model, ar_model.inputs(prompt, thinking), config.max_new_tokens, label="AR", start_gate=gate)
+    return Race(diffusion, ar, ar_model.tokenizer, f"AR, {ar_model.source}").start()
+
+
+def side_stats(trace: Trace) -> dict:
+    """What each side of the race shows: forward passes, TTFT, effective tok/s, TPF (report §3.4)."""
+    m = trace.metrics()
+    return {"forward passes": m["nfe"], "tokens": m["tokens"],
+            "TTFT (s)": None if m["ttft_s"] is None else round(m["ttft_s"], 3),
+            "tok/s": round(m["effective_tok_s"], 1), "TPF": round(m["tpf"], 2), "wall (s)": round(m["wall_s"], 3),
+            "finish": trace.end.finish_reason if trace.end else "running"}
+
+
+def side_table(trace: Trace) -> str:
+    """`side_stats` as a two-column markdown table."""
+    rows = (f"| {k} | {v} |" for k, v in side_stats(trace).items())
+    return "\n".join(["| metric | value |", "|---|---|", *rows])
+
+
+def speedup(diffusion: Trace, ar: Trace) -> float | None:
+    """Effective tok/s of diffusion over AR (both generated tokens / own wall time)."""
+    d, a = diffusion.metrics()["effective_tok_s"], ar.metrics()["effective_tok_s"]
+    return d / a if d > 0 and a > 0 else None
+
+
+def side_text(trace: Trace, tokenizer) -> str:
+    """Committed text of a side, thought and answer (an unclosed thought is shown as it is)."""
+    reply = decode_reply(tokenizer, trace.token_ids)
+    if reply.thinking:
+        return f"[thought] {reply.thought}\n\n{reply.answer}".strip()
+    return reply.answer
+
+
+def main() -> None:
+    from dg.loading import load
+
+    parser = argparse.ArgumentParser(description="Race diffusion against AR on one prompt and print both sides.")
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--ar-model", default=None, help="a separate causal LM for the AR side")
+    parser.add_argument("--prompt", default="What is 487 + 356?")
+    parser.add_argument("--thinking", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    loaded = load(args.model)
+    share_cpu(loaded.device)
+    race = start_race(loaded, args.prompt, thinking=args.thinking, seed=args.seed,
+                      ar_model=load_ar_model(args.ar_model) if args.ar_model else None)
+    for d, a in race.frames(fps=2):
+        print(f"diffusion {side_stats(d)}\nAR        {side_stats(a)}")
+    print("diffusion:", side_text(d, loaded.tokenizer))
+    print("AR:       ", side_text(a, race.ar_tokenizer))
+    print("speedup:", speedup(d, a))
+
+
+if __name__ == "__main__":
+    main()

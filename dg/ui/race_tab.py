@@ -1,0 +1,71 @@
+"""The Race tab: diffusion and AR decoding started together on one prompt, both drawn live.
+
+Both sides run with the Generate tab's settings and seed (dg.ui.race); the tokens-vs-time chart and
+the speedup come when both have finished, and the diffusion side joins the session's history.
+
+    python app.py [--ar-model DIR_OR_ID]   # then the Race tab
+"""
+
+import gradio as gr
+
+from dg.ui import race
+from dg.ui.common import KNOB_NAMES, Shared, named, picker, prepare, stream
+from dg.ui.generate_tab import GenerateTab
+from dg.view import plots, render
+
+EXPLAINER = ("Both sides start together on the same prompt with the Generate tab's settings and seed. "
+             "TPF = tokens / (steps + K − 1) (report §3.4; transformers omits the K − 1); tok/s = generated "
+             "tokens / wall time; TTFT = time to the first committed token. Both share one device.")
+
+
+def _side(title: str) -> tuple:
+    """One side's heading, canvas, stats table and text."""
+    gr.Markdown(f"### {title}")
+    return gr.HTML(), gr.Markdown(), gr.HTML()
+
+
+def build(loaded, shared: Shared, generate: GenerateTab, ar_model=None) -> None:
+    """Prompt row, the two sides next to each other, then the chart and the speedup."""
+    tok = loaded.tokenizer
+    ar_name = f"AR: {ar_model.source} via generate()" if ar_model else "AR: same weights, one token per forward"
+    gr.Markdown(EXPLAINER)
+    with gr.Row():
+        prompt = gr.Textbox("What is 487 + 356?", label="Prompt", scale=4)
+        thinking = gr.Checkbox(label="Thinking", scale=1)
+        go = gr.Button("Race", variant="primary", scale=1)
+        stop = gr.Button("Stop", variant="stop", scale=1)
+    status = gr.Markdown()
+    with gr.Row():
+        with gr.Column():
+            d_views = _side("Diffusion: entropy-bound sampler")
+        with gr.Column():
+            a_views = _side(ar_name)
+    chart, speedup = gr.Plot(label="Tokens vs wall time"), gr.Markdown()
+
+    def sides(d, a, ar_tok) -> dict:
+        views = {status: "finished" if d.done and a.done else "racing…"}
+        for (canvas, stats, text), trace, tokenizer in ((d_views, d, tok), (a_views, a, ar_tok)):
+            views |= {canvas: render.canvas_html(trace, tokenizer), stats: race.side_table(trace),
+                      text: render.text_view_html(trace, tokenizer)}
+        return views
+
+    async def run_race(prompt, thinking, seed, *rest, request=None):
+        *knobs, history = rest
+        inputs, config, seed = prepare(loaded, prompt, None, thinking, seed, knobs)
+        contest = race.start_race(loaded, prompt, inputs=inputs, thinking=bool(thinking), config=config, seed=seed,
+                                  ar_model=ar_model)
+        draw = lambda d, a: sides(d, a, contest.ar_tokenizer)  # noqa: E731
+        async for update in stream(shared, request, [contest.diffusion, contest.ar], draw):
+            yield update
+        d, a = contest.diffusion.snapshot(), contest.ar.snapshot()
+        x = race.speedup(d, a)
+        history = history.keep(prompt, d, " race")
+        yield {**draw(d, a), chart: plots.race_chart(d, a), shared.history: history,
+               speedup: f"**Speedup** (effective tok/s, diffusion ÷ AR): **{x:.2f}×**" if x else "Speedup: n/a",
+               generate.picker: picker(history, select=False)}
+
+    run_race = named(run_race, "prompt", "thinking", "seed", *KNOB_NAMES, "runs")
+    go.click(run_race, [prompt, thinking, generate.settings.seed, *generate.settings.knobs, shared.history],
+             [*d_views, *a_views, status, chart, speedup, shared.history, generate.picker], api_name="race",
+             show_progress="hidden")
+    stop.click(shared.stop, None, status, queue=False, api_visibility="private")

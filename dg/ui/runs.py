@@ -1,0 +1,253 @@
+"""Live runs: a dg stream running in a background thread into a growing `Trace`, for the UI to watch.
+
+The sampler (or AR decoding) runs in its own thread at full speed and appends every record to a
+`Trace` under a lock; the UI polls it at a frame interval (`watch`, or `awatch` inside an event
+loop) and gets a consistent snapshot whenever new records arrived. Generation never waits for
+drawing; every step stays in the trace for the replay, however many frames were drawn.
+A `threading.Event` stops a run between two steps; what was produced so far stays in the trace.
+
+The sampler draws from torch's global RNG, so diffusion runs take `RNG_LOCK` from
+`torch.manual_seed(seed)` to their last step: a seed gives the same canvas even with several users.
+
+`prepare_run` validates what a user set (prompt, image, seed, knobs) before any thread starts.
+A run whose thread raises ends with finish_reason "error" and keeps its partial trace.
+
+    python -m dg.ui.runs --prompt "What is 487 + 356?" --seed 0   # the embedded tiny model
+"""
+
+import argparse
+import asyncio
+import os
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+
+import torch
+
+from dg.ar import stream_ar
+from dg.config import SamplerConfig
+from dg.prompts import build_inputs, open_image
+from dg.sampler import stream_diffusion
+from dg.trace import RunEnd, Trace
+
+RNG_LOCK = threading.Lock()  # held by every seeded run, from manual_seed to its last draw
+DEFAULT_FPS = 14.0  # ≥ 10 frames/s on screen; each frame costs the sampler CPU on a small machine
+HEARTBEAT_S = 0.5  # a frame at least this often, so a waiting UI can say why
+
+
+class LiveRun:
+    """One run in a background thread. `body(emit, cancel)` produces records and calls `emit` for each."""
+
+    def __init__(self, body: Callable, *, seed: int | None = None, label: str = "",
+                 start_gate: threading.Barrier | None = None):
+        self.body, self.seed, self.label, self.start_gate = body, seed, label, start_gate
+        self.trace = Trace()
+        self.cancel = threading.Event()
+        self.error: str | None = None
+        self.queued = True  # True until the run holds the RNG and starts
+        self._count = 0
+        self._finished = False
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._work, name=f"dg-live-{label or id(self)}", daemon=True)
+
+    @classmethod
+    def from_stream(cls, stream: Callable[[threading.Event], Iterator], **kwargs) -> "LiveRun":
+        """A run whose records come from a generator `stream(cancel)` (dg.sampler / dg.ar)."""
+
+        def body(emit, cancel):
+            for record in stream(cancel):
+                emit(record)
+
+        return cls(body, **kwargs)
+
+    def start(self) -> "LiveRun":
+        self._thread.start()
+        return self
+
+    def _emit(self, record) -> None:
+        with self._lock:
+            self.trace.add(record)
+            self._count += 1
+
+    def _work(self) -> None:
+        try:
+            if self.seed is None:
+                self._run()
+            else:
+                with RNG_LOCK:
+                    self._run()
+        except Exception as err:  # the UI shows it; the partial trace stays
+            self.error = f"{type(err).__name__}: {err}"
+            if self.trace.start is not None and self.trace.end is None:
+                ends = (*self.trace.steps, *self.trace.canvases, *self.trace.tokens)
+                self._emit(RunEnd("error", 0, 0, max((r.t for r in ends), default=0.0)))
+        finally:
+            self._finished = True
+
+    def _run(self) -> None:
+        if self.start_gate is not None:
+            self.start_gate.wait()
+        if self.seed is not None:
+            torch.manual_seed(self.seed)  # right before the run, as the CLI does
+        self.queued = False
+        self.body(self._emit, self.cancel)
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    def stop(self) -> None:
+        self.cancel.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def snapshot(self) -> Trace:
+        """A consistent copy of the trace so far (records are never mutated, so a shallow copy is enough)."""
+        with self._lock:
+            t = self.trace
+            return Trace(t.start, list(t.steps), list(t.canvases), list(t.tokens), t.end)
+
+    def frames(self, fps: float = DEFAULT_FPS) -> Iterator[Trace]:
+        """Snapshots as records arrive, at most `fps` a second; the last one is the finished trace."""
+        for (snapshot,) in watch([self], fps):
+            yield snapshot
+
+
+def watch(runs: list[LiveRun], fps: float = DEFAULT_FPS) -> Iterator[tuple[Trace, ...]]:
+    """Snapshots of several runs together, polled at the frame interval; the last tuple is final."""
+    for snaps, deadline in _polls(runs, fps):
+        if snaps is not None:
+            yield snaps
+        if deadline is not None:
+            time.sleep(max(0.0, deadline - time.perf_counter()))
+
+
+async def awatch(runs: list[LiveRun], fps: float = DEFAULT_FPS) -> AsyncIterator[tuple[Trace, ...]]:
+    """`watch` for an event loop: one timer wake-up per frame and no thread hand-offs, so a server
+    streaming frames steals as little CPU as possible from the sampler thread."""
+    for snaps, deadline in _polls(runs, fps):
+        if snaps is not None:
+            yield snaps
+        if deadline is not None:
+            await asyncio.sleep(max(0.0, deadline - time.perf_counter()))
+
+
+def _polls(runs, fps):
+    """(snapshots or None, deadline of the next poll or None once finished): snapshots only when new
+    records arrived (or a heartbeat is due), deadlines one frame interval apart."""
+    interval, seen, last = 1.0 / fps, None, -HEARTBEAT_S
+    while True:
+        finished = all(r.finished for r in runs)
+        counts = tuple(r._count for r in runs)
+        now = time.perf_counter()
+        fresh = counts != seen or finished or now - last >= HEARTBEAT_S
+        if fresh:
+            seen, last = counts, now
+        yield (tuple(r.snapshot() for r in runs) if fresh else None), (None if finished else now + interval)
+        if finished:
+            return
+
+
+def share_cpu(device) -> None:
+    """On CPU, one intra-op thread per run: the UI thread and a race's second run get their own core
+    instead of every pool spinning against the others (on 2 loaded cores that is a 10× slowdown)."""
+    if torch.device(device).type == "cpu":
+        torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
+
+
+def diffusion_run(loaded, inputs: dict, config: SamplerConfig, seed: int, *, label: str = "",
+                  start_gate: threading.Barrier | None = None) -> LiveRun:
+    """The entropy-bound sampler on `loaded`'s model, seeded, not yet started."""
+    stream = lambda cancel: stream_diffusion(loaded.model, inputs, config, cancel=cancel)  # noqa: E731
+    return LiveRun.from_stream(stream, seed=seed, label=label, start_gate=start_gate)
+
+
+def ar_run(loaded, inputs: dict, max_new_tokens: int, *, label: str = "",
+           start_gate: threading.Barrier | None = None) -> LiveRun:
+    """Greedy AR decoding on the same weights (report §5.3); draws no random numbers, so takes no lock."""
+    stream = lambda cancel: stream_ar(loaded.model, inputs, max_new_tokens, loaded.eos_token_ids,  # noqa: E731
+                                      pad_token_id=loaded.pad_token_id, cancel=cancel)
+    return LiveRun.from_stream(stream, label=label, start_gate=start_gate)
+
+
+class Sessions:
+    """The live runs of each browser session, so a Stop click reaches the run its session started."""
+
+    def __init__(self):
+        self._runs: dict[str, list[LiveRun]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, session: str, *runs: LiveRun) -> None:
+        with self._lock:
+            alive = [r for r in self._runs.get(session, []) if not r.finished]
+            self._runs[session] = alive + list(runs)
+
+    def stop(self, session: str) -> int:
+        """Set the cancel event of every unfinished run of `session`; return how many there were."""
+        with self._lock:
+            runs = [r for r in self._runs.pop(session, []) if not r.finished]
+        for run in runs:
+            run.stop()
+        return len(runs)
+
+
+def prepare_run(loaded, prompt: str, image, thinking: bool, seed, knobs: dict) -> tuple[dict, SamplerConfig, int]:
+    """Validate what a user set (prompt, image path, seed, knob values) and build the model inputs.
+
+    Raises ValueError naming the offending value; nothing has started yet when it does.
+    """
+    config = loaded.sampler_config.with_values(knobs)
+    if seed is None or float(seed) != int(seed) or not 0 <= int(seed) < 2**63:
+        raise ValueError(f"seed must be a whole number in [0, 2^63), got {seed}")
+    try:
+        picture = open_image(image) if image else None
+    except ValueError as err:  # name the upload, not the server's temp path
+        raise ValueError(str(err).replace(str(image), f"'{os.path.basename(str(image))}'")) from None
+    inputs = build_inputs(loaded.processor, prompt, images=picture, thinking=bool(thinking), device=loaded.device)
+    check_context(loaded.model, inputs, config)
+    return inputs, config, int(seed)
+
+
+def waiting_message(run: LiveRun) -> str:
+    if run.queued:
+        return "⏳ waiting: another run holds the model (runs take turns, so a seed always gives the same canvas)"
+    return "running… (encoder pass and first decoder step)"
+
+
+def check_context(model, inputs: dict, config: SamplerConfig) -> None:
+    """Refuse a run whose prompt plus token budget (whole canvases) exceeds the model's positions."""
+    limit = model.config.get_text_config().max_position_embeddings
+    canvas = model.config.canvas_length
+    prompt = inputs["input_ids"].shape[1]
+    budget = -(-config.max_new_tokens // canvas) * canvas
+    if limit is not None and prompt + budget > limit:
+        raise ValueError(f"prompt is {prompt} tokens; with max_new_tokens {config.max_new_tokens} "
+                         f"({budget} canvas tokens) that exceeds the model's {limit} positions")
+
+
+def main() -> None:
+    from dg.loading import load
+    from dg.prompts import decode_reply
+    from dg.ui.session import summary
+
+    parser = argparse.ArgumentParser(description="Run the sampler live and print each frame the UI would draw.")
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--prompt", default="What is 487 + 356?")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fps", type=float, default=DEFAULT_FPS)
+    args = parser.parse_args()
+    loaded = load(args.model)
+    share_cpu(loaded.device)
+    run = diffusion_run(loaded, build_inputs(loaded.processor, args.prompt), loaded.sampler_config, args.seed).start()
+    for frame in run.frames(args.fps):
+        step = frame.steps[-1] if frame.steps else None
+        print(f"frame: {len(frame.steps)} steps, canvas {step.canvas + 1 if step else '-'}, done={frame.done}")
+    reply = decode_reply(loaded.tokenizer, run.trace.token_ids)
+    print(f"thought: {reply.thought}\nanswer:  {reply.answer}" if reply.thinking else reply.answer)
+    print(summary(run.trace))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""What one browser session keeps: its finished runs for the replay, and the files handed out to it.
+
+`History` is the typed run history behind the run picker: immutable (Gradio state is replaced, not
+mutated), newest run last, each run under a unique label such as '#3 A What is 487 + 356? · 24 steps'.
+`summary` and `compare_table` are the Markdown lines the app shows under a run.
+
+    python -m pytest tests/ui/test_session.py -q
+"""
+
+import atexit
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from dg.trace import Trace
+
+MAX_RUNS = 20  # finished runs a session keeps for replay
+LABEL_PROMPT_CHARS = 32  # a longer prompt is cut in the run's label
+
+
+@dataclass(frozen=True, eq=False)
+class KeptRun:
+    n: int  # 1-based run number within the session
+    label: str
+    trace: Trace
+
+
+@dataclass(frozen=True, eq=False)  # eq=False: Gradio tells a changed state by identity, never compares traces
+class History:
+    """A session's finished runs, oldest first; at most `limit` of them."""
+
+    runs: tuple[KeptRun, ...] = ()
+    limit: int = MAX_RUNS
+
+    def keep(self, prompt: str, trace: Trace, tag: str = "") -> "History":
+        """A new history with this run appended under a new label; only the newest `limit` runs stay."""
+        n = self.runs[-1].n + 1 if self.runs else 1
+        stopped = " (stopped)" if trace.end is not None and trace.end.finish_reason == "cancelled" else ""
+        short = prompt if len(prompt) <= LABEL_PROMPT_CHARS else prompt[:LABEL_PROMPT_CHARS - 1] + "…"
+        label = f"#{n}{tag} {short} · {len(trace.steps or trace.tokens)} steps{stopped}"
+        return History((*self.runs, KeptRun(n, label, trace))[-self.limit:], self.limit)
+
+    def find(self, label: str | None) -> Trace | None:
+        """The run with this label, else the newest one, else None."""
+        match = next((r for r in reversed(self.runs) if r.label == label), self.runs[-1] if self.runs else None)
+        return match.trace if match is not None else None
+
+    @property
+    def labels(self) -> list[str]:
+        return [r.label for r in self.runs]
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+
+def summary(trace: Trace) -> str:
+    """One Markdown line on a finished diffusion run, with the report's metric names."""
+    m = trace.metrics()
+    finish = trace.end.finish_reason if trace.end else "running"
+    head = {"cancelled": "Stopped", "error": "Failed"}.get(finish, "Done")
+    return (f"**{head}**: {m['tokens']} tokens, {m['total_steps']} steps over {m['canvases']} canvases · "
+            f"NFE {m['nfe']} · TPF {m['tpf']:.2f} · effective steps {m['effective_steps']:.1f} · "
+            f"{m['wall_s']:.2f} s · finish: {finish}")
+
+
+def compare_table(traces: dict) -> str:
+    """Markdown table of several runs (title → trace) and whether their outputs match."""
+    rows = ["| run | tokens | steps | canvases | NFE | TPF | wall (s) |", "|---|---|---|---|---|---|---|"]
+    for title, trace in traces.items():
+        m = trace.metrics()
+        rows.append(f"| {title} | {m['tokens']} | {m['total_steps']} | {m['canvases']} | {m['nfe']} | "
+                    f"{m['tpf']:.2f} | {m['wall_s']:.2f} |")
+    outputs = {tuple(t.token_ids) for t in traces.values()}
+    return "\n".join(rows) + f"\n\nThe outputs are **{'identical' if len(outputs) == 1 else 'different'}**."
+
+
+def scratch_dir(max_age_s: float = 3600.0) -> Path:
+    """A fresh folder for files the UI hands out (trace JSON, GIF, HTML replay); folders of this process
+    older than `max_age_s` are removed first, and all of them when the process exits."""
+    base = Path(tempfile.gettempdir()) / f"dg-app-{os.getpid()}"
+    if not base.exists():
+        base.mkdir()
+        atexit.register(shutil.rmtree, base, ignore_errors=True)
+    for old in base.iterdir():
+        if time.time() - old.stat().st_mtime > max_age_s:
+            shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(dir=base))

@@ -1,0 +1,161 @@
+"""Plotly figures of a trace: entropy heatmap, settle steps, accepted per step, canvases, AR race.
+
+Pure functions: a `Trace` in, a `plotly.graph_objects.Figure` out, titled with the metric it shows.
+Every figure also renders for an empty or partial trace (the app draws them while a run streams).
+
+    python -m pytest tests/view/test_plots.py -q
+"""
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from dg.view.render import channels
+from dg.view.theme import AR_COLOR, STATE_COLORS, THOUGHT_COLOR
+
+
+def _empty(title: str, message: str = "no steps yet") -> go.Figure:
+    fig = go.Figure(layout=dict(title=title))
+    fig.add_annotation(text=message, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return fig
+
+
+def _step_labels(steps) -> list[str]:
+    return [f"c{r.canvas + 1}·s{r.step}" for r in steps]
+
+
+def entropy_heatmap(trace, canvas: int | None = None) -> go.Figure:
+    """Per-position entropy of softmax(logits/τ): z is (positions, steps); canvases side by side."""
+    steps = trace.steps if canvas is None else trace.steps_of(canvas)
+    title = "Entropy per position and step" + ("" if canvas is None else f" (canvas {canvas + 1})")
+    if not steps:
+        return _empty(title)
+    z = np.stack([r.entropy for r in steps], axis=1)  # (C, S)
+    accepted = np.stack([r.accepted for r in steps], axis=1)  # (C, S)
+    text = np.where(accepted, "accepted", "renoised")
+    labels = np.array(_step_labels(steps))[None].repeat(z.shape[0], 0)  # (C, S)
+    fig = go.Figure(go.Heatmap(
+        z=z, x=list(range(len(steps))), y=list(range(z.shape[0])), colorscale="Viridis",
+        colorbar=dict(title="H (nats)"), text=text, customdata=labels,
+        hovertemplate="position %{y}<br>%{customdata}<br>H=%{z:.3f}<br>%{text}<extra></extra>"))
+    for i in range(1, len(steps)):
+        if steps[i].canvas != steps[i - 1].canvas:
+            fig.add_vline(x=i - 0.5, line=dict(color="white", width=2))
+    fig.update_layout(title=title, xaxis_title="step (all canvases in order)", yaxis_title="canvas position",
+                      yaxis=dict(autorange="reversed"))
+    return fig
+
+
+def settle_matrix(trace) -> np.ndarray:
+    """(K, C): the step (1-based) from which each position's argmax stopped changing in its canvas."""
+    canvases = sorted({r.canvas for r in trace.steps})
+    rows = []
+    for k in canvases:
+        argmax = np.stack([r.argmax for r in trace.steps_of(k)])  # (S, C)
+        changed = np.vstack([np.ones((1, argmax.shape[1]), bool), argmax[1:] != argmax[:-1]])  # (S, C)
+        last_change = argmax.shape[0] - 1 - np.argmax(changed[::-1], axis=0)
+        rows.append(last_change + 1)
+    return np.stack(rows) if rows else np.zeros((0, 0), dtype=int)
+
+
+def settle_steps(trace) -> go.Figure:
+    """Heatmap canvas × position of the step from which the argmax no longer changed."""
+    title = "Settle step: the step from which each position's argmax stopped changing"
+    z = settle_matrix(trace)
+    if z.size == 0:
+        return _empty(title)
+    fig = go.Figure(go.Heatmap(
+        z=z, x=list(range(z.shape[1])), y=[f"canvas {k + 1}" for k in range(z.shape[0])],
+        colorscale="Magma", colorbar=dict(title="step"),
+        hovertemplate="%{y}, position %{x}<br>settled at step %{z}<extra></extra>"))
+    fig.update_layout(title=title, xaxis_title="canvas position", yaxis=dict(autorange="reversed"))
+    return fig
+
+
+def accepted_per_step(trace) -> go.Figure:
+    """Accepted tokens per step (bars) and the entropy budget used, Σ H − max H over the bound (line)."""
+    title = "Accepted tokens per step and entropy budget used"
+    if not trace.steps:
+        return _empty(title)
+    x = list(range(len(trace.steps)))
+    labels = _step_labels(trace.steps)
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_trace(go.Bar(x=x, y=[r.n_accepted for r in trace.steps], name="accepted", customdata=labels,
+                         marker_color=STATE_COLORS["accepted"],
+                         hovertemplate="%{customdata}: %{y} accepted<extra></extra>"), secondary_y=False)
+    used = [r.accepted_entropy / r.entropy_bound for r in trace.steps]
+    fig.add_trace(go.Scatter(x=x, y=used, name="budget used (Σ H − max H) / bound", mode="lines+markers",
+                             customdata=labels, line=dict(color=STATE_COLORS["remelted"]),
+                             hovertemplate="%{customdata}: %{y:.0%} of the bound<extra></extra>"), secondary_y=True)
+    fig.update_layout(title=title, xaxis_title="step (all canvases in order)", legend=dict(orientation="h"))
+    fig.update_yaxes(title_text="accepted tokens", secondary_y=False)
+    fig.update_yaxes(title_text="budget used", range=[0, 1.05], tickformat=".0%", secondary_y=True)
+    return fig
+
+
+def canvas_token_shares(trace, tokenizer) -> list[dict]:
+    """Per committed canvas: steps, stop reason, and its thought / answer token counts (pad excluded)."""
+    pad = trace.start.pad_token_id if trace.start else None
+    ids = [int(t) for c in trace.canvases for t in c.committed]
+    chans = channels(tokenizer, ids)
+    out, offset = [], 0
+    for c in trace.canvases:
+        kinds = [ch for t, ch in zip(c.committed, chans[offset:offset + len(c.committed)]) if int(t) != pad]
+        offset += len(c.committed)
+        out.append(dict(canvas=c.canvas, steps=c.steps, stop_reason=c.stop_reason,
+                        thought=kinds.count("thought"), answer=kinds.count("answer")))
+    return out
+
+
+def canvas_timeline(trace, tokenizer) -> go.Figure:
+    """Denoising steps per canvas, and the share of each canvas's tokens that were thought vs answer."""
+    title = "Steps per canvas and thought vs answer tokens"
+    rows = canvas_token_shares(trace, tokenizer)
+    if not rows:
+        return _empty(title, "no committed canvas yet")
+    x = [f"canvas {r['canvas'] + 1}" for r in rows]
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
+                        subplot_titles=("denoising steps", "tokens: thought vs answer"))
+    fig.add_trace(go.Bar(x=x, y=[r["steps"] for r in rows], name="steps", marker_color=STATE_COLORS["committed"],
+                         customdata=[r["stop_reason"] for r in rows],
+                         hovertemplate="%{x}: %{y} steps (%{customdata})<extra></extra>"), row=1, col=1)
+    fig.add_trace(go.Bar(x=x, y=[r["thought"] for r in rows], name="thought", marker_color=THOUGHT_COLOR),
+                  row=2, col=1)
+    fig.add_trace(go.Bar(x=x, y=[r["answer"] for r in rows], name="answer", marker_color=STATE_COLORS["accepted"]),
+                  row=2, col=1)
+    fig.update_layout(title=title, barmode="stack", legend=dict(orientation="h"))
+    return fig
+
+
+def race_points(trace) -> tuple[list[float], list[int]]:
+    """(wall seconds, tokens committed so far), starting at (0, 0): canvas commits or AR tokens."""
+    times, counts = [0.0], [0]
+    if trace.mode == "ar":
+        for r in trace.tokens:
+            times.append(r.t)
+            counts.append(r.index + 1)
+    else:
+        for c in trace.canvases:
+            times.append(c.t)
+            counts.append(counts[-1] + c.tokens)
+    return times, counts
+
+
+def race_chart(diffusion_trace, ar_trace) -> go.Figure:
+    """Tokens committed vs wall time, diffusion (a canvas at a time) against AR (a token at a time)."""
+    d_rate = diffusion_trace.metrics()["effective_tok_s"]
+    a_rate = ar_trace.metrics()["effective_tok_s"]
+    speedup = f"diffusion {d_rate / a_rate:.1f}× AR" if d_rate > 0 and a_rate > 0 else "speedup: n/a yet"
+    title = f"Tokens committed vs wall time ({speedup}; {d_rate:.1f} vs {a_rate:.1f} tok/s)"
+    fig = go.Figure()
+    t, n = race_points(diffusion_trace)
+    fig.add_trace(go.Scatter(x=t, y=n, name="diffusion (per canvas)", mode="lines+markers", line_shape="hv",
+                             line=dict(color=STATE_COLORS["accepted"])))
+    t, n = race_points(ar_trace)
+    fig.add_trace(go.Scatter(x=t, y=n, name="AR (per token)", mode="lines", line_shape="hv",
+                             line=dict(color=AR_COLOR)))
+    fig.update_layout(title=title, xaxis_title="wall time (s)", yaxis_title="tokens committed",
+                      legend=dict(orientation="h"))
+    return fig

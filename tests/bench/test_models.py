@@ -1,0 +1,28 @@
+"""The model benchmark on the tiny random checkpoint: one prompt, one repeat, small shapes.
+
+    python -m pytest tests/bench -q
+"""
+
+import pytest
+
+from dg.bench.models import bench_models, bench_prompts
+from dg.loading import load
+
+HEADLINE = ("dg_vs_reference_time_ratio", "diffusion_vs_ar_speedup", "tpf")
+
+
+def test_model_bench_reports_positive_finite_ratios_and_dg_equals_generate(checkpoint_dir, one_thread,
+                                                                           positive_finite):
+    loaded = load(checkpoint_dir)
+    loaded.sampler_config = loaded.sampler_config.replace(max_denoising_steps=6)
+    result = bench_models(loaded, bench_prompts()[:1], repeats=1, max_new_tokens=32)
+    summary = result["summary"]
+    for key in (*HEADLINE, "decoder_step_vs_ar_token_cost", "decoder_step_ms", "ar_token_ms"):
+        assert positive_finite(summary[key]), (key, summary[key])
+    assert summary["dg_matches_generate"] is True  # same seed, torch backend: token for token
+    assert {row["mode"] for row in result["rows"]} == {"dg diffusion", "generate()", "dg AR"}
+    for row in result["rows"]:
+        assert positive_finite(row["wall_s"]) and positive_finite(row["effective_tok_s"])
+    # speedup ≈ TPF / (step cost / AR token cost) holds exactly with one repeat
+    assert summary["diffusion_vs_ar_speedup"] == pytest.approx(
+        summary["tpf"] / summary["decoder_step_vs_ar_token_cost"], rel=1e-6)

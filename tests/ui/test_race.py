@@ -1,0 +1,81 @@
+"""Races: both sides start together and stream live; each side records what a headless run of it
+records; a separate AR model races through transformers' generate() with a recording streamer."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from dg.ar import generate_ar
+from dg.passes import TOPK
+from dg.prompts import build_inputs
+from dg.sampler import generate_diffusion
+from dg.ui import race
+
+PROMPT = "What is 12 + 30?"
+
+
+def finish(contest):
+    for d, a in contest.frames(fps=100):
+        pass
+    return d, a
+
+
+def test_a_race_streams_both_sides_and_each_records_its_forward_passes(loaded, config):
+    contest = race.start_race(loaded, PROMPT, config=config, seed=0)
+    d, a = finish(contest)
+    assert d.done and a.done and d.mode == "diffusion" and a.mode == "ar"
+    for trace in (d, a):
+        stats = race.side_stats(trace)
+        assert stats["forward passes"] > 0 and stats["finish"] in ("eos", "max_new_tokens")
+        assert f"| forward passes | {stats['forward passes']} |" in race.side_table(trace)
+    assert race.speedup(d, a) == pytest.approx(d.metrics()["effective_tok_s"] / a.metrics()["effective_tok_s"])
+
+
+def test_each_side_of_a_race_records_what_its_headless_run_records(loaded, config):
+    d, a = finish(race.start_race(loaded, PROMPT, config=config, seed=4))
+    inputs = build_inputs(loaded.processor, PROMPT)
+    torch.manual_seed(4)
+    assert d.token_ids == generate_diffusion(loaded.model, inputs, config).token_ids
+    greedy = generate_ar(loaded.model, inputs, config.max_new_tokens, loaded.eos_token_ids)
+    assert a.token_ids == greedy.token_ids
+
+
+def test_stopping_a_race_stops_both_sides_and_keeps_both_partial_traces(loaded):
+    slow = loaded.sampler_config.replace(max_denoising_steps=128, max_new_tokens=1024, backend="torch")
+    contest = race.start_race(loaded, PROMPT, config=slow, seed=0)
+    for d, a in contest.frames(fps=100):
+        if d.steps and a.tokens:
+            contest.stop()
+    assert d.end.finish_reason == "cancelled"
+    assert a.end.finish_reason in ("cancelled", "eos")
+    assert d.steps and a.tokens
+
+
+def test_the_streamer_skips_the_prompt_and_stamps_every_token_in_order():
+    records = []
+    streamer = race.TraceStreamer(records.append, clock=0.0)
+    streamer.put(torch.tensor([[5, 6, 7]]))  # the prompt
+    streamer.put(torch.tensor([9]))
+    streamer.put(torch.tensor([3]))
+    streamer.end()
+    assert [(r.index, r.token_id) for r in records] == [(0, 9), (1, 3)]
+    assert records[0].t <= records[1].t and math.isnan(records[0].entropy)
+    assert streamer.count == 2 and streamer.last_token == 3
+
+
+def test_a_separate_ar_model_races_through_generate_and_records_its_own_tokens(loaded, config, ar_model_dir):
+    ar_model = race.load_ar_model(str(ar_model_dir))
+    contest = race.start_race(loaded, PROMPT, config=config, seed=0, ar_model=ar_model)
+    d, a = finish(contest)
+    assert contest.ar_tokenizer is ar_model.tokenizer and a.start.config["model"] == str(ar_model_dir)
+    inputs = ar_model.inputs(PROMPT)
+    with torch.no_grad():
+        reference = ar_model.model.generate(**inputs, max_new_tokens=config.max_new_tokens, do_sample=False,
+                                            pad_token_id=ar_model.eos_token_ids[0])
+    assert a.token_ids == reference[0, inputs["input_ids"].shape[1]:].tolist()
+    times = [r.t for r in a.tokens]
+    assert times == sorted(times) and a.end.encoder_forwards == len(a.tokens)
+    assert all(np.isfinite(r.entropy) and len(r.topk_ids) == TOPK for r in a.tokens)
+    assert race.side_stats(a)["forward passes"] == len(a.tokens) and d.done

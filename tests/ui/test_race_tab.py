@@ -1,0 +1,21 @@
+"""The Race tab through the real server: a separate AR model given with --ar-model races through generate()."""
+
+import re
+
+from gradio_client import Client
+
+from dg.ui import race
+from dg.ui.app import serve
+
+PROMPT = "What is 12 + 30?"
+
+
+def test_the_app_races_a_separate_ar_model_given_with_ar_model(loaded, ar_model_dir, tmp_path):
+    with serve(loaded, race.load_ar_model(str(ar_model_dir))) as url:
+        client = Client(url, verbose=False, download_files=str(tmp_path))
+        out = client.predict(prompt=PROMPT, thinking=False, seed=0, max_denoising_steps=6, max_new_tokens=16,
+                             api_name="/race")
+    d_stats, a_stats = out[1], out[4]
+    assert int(re.search(r"\| forward passes \| (\d+) \|", d_stats).group(1)) > 0
+    assert int(re.search(r"\| forward passes \| (\d+) \|", a_stats).group(1)) > 0
+    assert "AR ·" in out[3] and "Speedup" in out[8]

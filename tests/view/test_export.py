@@ -1,0 +1,56 @@
+"""Exported artefacts: JSON that reads back, a GIF with a frame per step, a replay page with no network."""
+
+import json
+import re
+
+from PIL import Image
+
+from dg.trace import Trace
+from dg.view import export
+
+
+def test_trace_json_reads_back_to_the_same_trace(diffusion_trace, tmp_path):
+    path = export.trace_json(diffusion_trace, tmp_path / "out" / "trace.json")
+    again = Trace.from_json(path.read_text())
+    assert again.token_ids == diffusion_trace.token_ids
+    assert again.metrics() == diffusion_trace.metrics()
+
+
+def test_gif_has_one_frame_per_step_and_opens_with_pil(diffusion_trace, processor, tmp_path):
+    path = export.trace_gif(diffusion_trace, processor.tokenizer, tmp_path / "steps.gif", fps=5)
+    with Image.open(path) as gif:
+        assert gif.format == "GIF" and gif.n_frames == len(diffusion_trace.steps)
+        assert gif.info["duration"] == 200
+
+
+def test_gif_subsamples_long_traces_but_keeps_the_last_step(diffusion_trace, processor, tmp_path):
+    assert export.frame_indices(diffusion_trace, 3)[-1] == len(diffusion_trace.steps) - 1
+    path = export.trace_gif(diffusion_trace, processor.tokenizer, tmp_path / "short.gif", max_frames=3)
+    with Image.open(path) as gif:
+        assert gif.n_frames == 3
+
+
+def test_gif_of_an_ar_trace_grows_a_token_per_frame_and_an_empty_trace_still_writes(ar_trace, processor, tmp_path):
+    with Image.open(export.trace_gif(ar_trace, processor.tokenizer, tmp_path / "ar.gif")) as gif:
+        assert gif.n_frames == len(ar_trace.tokens)
+    with Image.open(export.trace_gif(Trace(), processor.tokenizer, tmp_path / "empty.gif")) as gif:
+        assert gif.n_frames == 1
+
+
+def replay(path) -> tuple[str, list]:
+    page = path.read_text(encoding="utf-8")
+    payload = re.search(r'<script id="frames" type="application/json">(.*?)</script>', page, re.S).group(1)
+    return page, json.loads(payload)
+
+
+def test_html_replay_is_self_contained_with_one_frame_per_step(diffusion_trace, processor, tmp_path):
+    page, frames = replay(export.trace_html(diffusion_trace, processor.tokenizer, tmp_path / "replay.html"))
+    assert len(frames) == len(diffusion_trace.steps)
+    assert not re.search(r"https?://", page) and " src=" not in page and "<link" not in page
+    assert all(frame.count('data-pos="') == diffusion_trace.start.canvas_length for frame in frames)
+    assert 'type="range"' in page and 'id="play"' in page
+
+
+def test_html_replay_of_an_ar_trace_has_a_frame_per_token(ar_trace, processor, tmp_path):
+    _, frames = replay(export.trace_html(ar_trace, processor.tokenizer, tmp_path / "ar.html"))
+    assert len(frames) == len(ar_trace.tokens)

@@ -1,0 +1,66 @@
+"""The figures show the trace's numbers in the right shapes, and draw for an empty trace too."""
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from dg.trace import Trace
+from dg.view import plots
+
+
+def test_entropy_heatmap_is_positions_by_steps(diffusion_trace):
+    fig = plots.entropy_heatmap(diffusion_trace)
+    z = np.asarray(fig.data[0].z)
+    assert z.shape == (diffusion_trace.start.canvas_length, len(diffusion_trace.steps))
+    np.testing.assert_allclose(z[:, 0], diffusion_trace.steps[0].entropy)
+    one = np.asarray(plots.entropy_heatmap(diffusion_trace, canvas=1).data[0].z)
+    assert one.shape == (diffusion_trace.start.canvas_length, len(diffusion_trace.steps_of(1)))
+    assert "Entropy" in fig.layout.title.text
+
+
+def test_settle_step_is_where_the_argmax_stopped_changing(diffusion_trace):
+    z = plots.settle_matrix(diffusion_trace)
+    assert z.shape == (len(diffusion_trace.canvases), diffusion_trace.start.canvas_length)
+    for k, row in enumerate(z):
+        argmax = np.stack([r.argmax for r in diffusion_trace.steps_of(k)])  # (S, C)
+        for pos, settle in enumerate(row):
+            assert (argmax[settle - 1:, pos] == argmax[-1, pos]).all()
+            assert settle == 1 or argmax[settle - 2, pos] != argmax[-1, pos]
+    assert np.array_equal(np.asarray(plots.settle_steps(diffusion_trace).data[0].z), z)
+
+
+def test_accepted_per_step_bars_match_the_records(diffusion_trace):
+    fig = plots.accepted_per_step(diffusion_trace)
+    assert list(fig.data[0].y) == [r.n_accepted for r in diffusion_trace.steps]
+    budget = [r.accepted_entropy / r.entropy_bound for r in diffusion_trace.steps]
+    np.testing.assert_allclose(fig.data[1].y, budget)
+    assert all(0.0 <= b <= 1.0 + 1e-6 for b in budget)
+
+
+def test_canvas_timeline_counts_thought_and_answer_tokens_per_canvas(diffusion_trace, processor, text_trace):
+    tok = processor.tokenizer
+    fig = plots.canvas_timeline(diffusion_trace, tok)
+    assert list(fig.data[0].y) == [c.steps for c in diffusion_trace.canvases]
+    thought, answer = fig.data[1].y, fig.data[2].y
+    assert [t + a for t, a in zip(thought, answer)] == [c.tokens for c in diffusion_trace.canvases]
+    shares = plots.canvas_token_shares(text_trace(tok, "<|channel>thought\nadd<channel|>42"), tok)
+    assert shares[0]["thought"] > 0 and shares[0]["answer"] > 0
+
+
+def test_race_chart_steps_at_canvas_commits_and_names_the_speedup(diffusion_trace, ar_trace):
+    fig = plots.race_chart(diffusion_trace, ar_trace)
+    diffusion, ar = fig.data
+    assert list(diffusion.y) == [0, *np.cumsum([c.tokens for c in diffusion_trace.canvases])]
+    assert list(ar.y) == list(range(len(ar_trace.tokens) + 1))
+    assert "×" in fig.layout.title.text
+
+
+@pytest.mark.parametrize("figure", ["entropy_heatmap", "settle_steps", "accepted_per_step"])
+def test_figures_draw_for_an_empty_trace(figure):
+    fig = getattr(plots, figure)(Trace())
+    assert isinstance(fig, go.Figure) and not fig.data and fig.layout.title.text
+
+
+def test_timeline_and_race_draw_for_an_empty_trace(processor):
+    assert not plots.canvas_timeline(Trace(), processor.tokenizer).data
+    assert "n/a" in plots.race_chart(Trace(), Trace()).layout.title.text

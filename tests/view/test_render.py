@@ -1,0 +1,148 @@
+"""The HTML views draw what the trace recorded: one cell per position, coloured by its state."""
+
+import re
+
+import numpy as np
+import pytest
+
+from dg.trace import STOP_LABELS, Trace
+from dg.view import render, theme
+
+
+def cells(html: str) -> list[tuple[int, str]]:
+    """(position, state) of every grid cell, in order."""
+    return [(int(pos), state) for state, pos in re.findall(r'class="dg-cell dg-(\w+)[^"]*" data-pos="(\d+)"', html)]
+
+
+def test_token_piece_shows_spaces_newlines_bytes_and_special_tokens_visibly(processor):
+    tok = processor.tokenizer
+    assert theme.token_piece(tok, tok.convert_tokens_to_ids("<0x0A>")) == "⏎"
+    assert theme.token_piece(tok, tok.convert_tokens_to_ids("<0x1B>")) == "0x1B"
+    assert theme.token_piece(tok, tok.convert_tokens_to_ids("<turn|>")) == "<turn|>"
+    spaced = next(t for t in tok.get_vocab() if t.startswith("▁") and len(t) > 1)
+    assert theme.token_piece(tok, tok.convert_tokens_to_ids(spaced)) == "␣" + spaced[1:]
+    assert theme.token_piece(tok, len(tok) + 10) == f"[{len(tok) + 10}]"
+
+
+def test_every_step_renders_exactly_canvas_length_cells(diffusion_trace, processor):
+    canvas_length = diffusion_trace.start.canvas_length
+    for i in range(len(diffusion_trace.steps)):
+        for show in render.SHOWS:
+            found = cells(render.canvas_html(diffusion_trace, processor.tokenizer, i, show=show))
+            assert [pos for pos, _ in found] == list(range(canvas_length))
+
+
+def test_accepted_positions_are_in_the_accepted_state_and_the_others_follow_the_definitions(diffusion_trace):
+    for i, rec in enumerate(diffusion_trace.steps):
+        states = render.position_states(diffusion_trace, i)
+        earlier = [r for r in diffusion_trace.steps[:i] if r.canvas == rec.canvas]
+        for pos, state in enumerate(states):
+            if state == "pad":
+                continue
+            assert (state == "accepted") == bool(rec.accepted[pos])
+            if state == "remelted":
+                assert any(r.accepted[pos] for r in earlier)
+            if state == "changed":
+                assert earlier and earlier[-1].argmax[pos] != rec.argmax[pos]
+            if state == "noise":
+                assert not any(r.accepted[pos] for r in earlier)
+                assert not earlier or earlier[-1].argmax[pos] == rec.argmax[pos]
+
+
+def test_cells_carry_the_state_of_their_position(diffusion_trace, processor):
+    i = len(diffusion_trace.steps) // 2
+    html = render.canvas_html(diffusion_trace, processor.tokenizer, i)
+    assert [state for _, state in cells(html)] == render.position_states(diffusion_trace, i)
+
+
+def test_positions_after_eos_render_as_pad(eos_trace, processor):
+    canvas = eos_trace.canvases[0]
+    assert canvas.eos and eos_trace.end.finish_reason == "eos"
+    last = max(i for i, r in enumerate(eos_trace.steps) if r.canvas == 0)
+    eos_at = int(np.flatnonzero(np.isin(eos_trace.steps[last].argmax, eos_trace.start.eos_token_ids))[0])
+    states = [state for _, state in cells(render.canvas_html(eos_trace, processor.tokenizer, last))]
+    assert states[eos_at] != "pad"
+    assert states[eos_at + 1:] == ["pad"] * (len(states) - eos_at - 1)
+    assert all(t == eos_trace.start.pad_token_id for t in canvas.committed[eos_at + 1:])
+
+
+def test_committed_canvases_are_drawn_above_the_live_one(diffusion_trace, processor):
+    first_of_second = next(i for i, r in enumerate(diffusion_trace.steps) if r.canvas == 1)
+    html = render.canvas_html(diffusion_trace, processor.tokenizer, first_of_second, title="demo")
+    assert "canvas 1 ·" in html and html.index('<div class="dg-committed-rows"') < html.index('<div class="dg-grid"')
+    assert len(cells(html)) == diffusion_trace.start.canvas_length
+    assert '<div class="dg-committed-rows"' not in render.canvas_html(diffusion_trace, processor.tokenizer, 0)
+
+
+def test_thought_positions_are_marked_and_token_text_is_escaped(diffusion_trace, processor, with_thought):
+    tok = processor.tokenizer
+    trace = with_thought(diffusion_trace, tok, open_at=2, close_at=6)
+    html = render.canvas_html(trace, tok)
+    thought = re.findall(r'class="dg-cell dg-\w+ dg-thought" data-pos="(\d+)"', html)
+    assert [int(p) for p in thought] == [2, 3, 4, 5, 6]
+    assert "&lt;|channel&gt;" in html and "<|channel>" not in html
+
+
+def test_show_picks_the_row_drawn_and_rejects_unknown_rows(diffusion_trace, processor):
+    tok = processor.tokenizer
+    rec = diffusion_trace.steps[3]
+    noisy = render.canvas_cells(diffusion_trace, tok, 3, show="noisy")
+    assert [c["id"] for c in noisy] == rec.noisy.tolist()
+    assert [c["id"] for c in render.canvas_cells(diffusion_trace, tok, 3, show="sampled")] == rec.sampled.tolist()
+    with pytest.raises(ValueError, match="show must be one of"):
+        render.canvas_html(diffusion_trace, tok, 3, show="logits")
+
+
+def test_empty_and_just_started_traces_render_placeholders(diffusion_trace, processor):
+    tok = processor.tokenizer
+    assert "waiting for the run to start" in render.canvas_html(Trace(), tok)
+    started = Trace(start=diffusion_trace.start)
+    html = render.canvas_html(started, tok)
+    assert "waiting for first step" in html
+    assert html.count('data-pos="') == started.start.canvas_length
+    assert "waiting for first step" in render.step_panel_html(started)
+    assert "no committed text yet" in render.text_view_html(started, tok)
+
+
+def test_ar_traces_render_as_a_growing_committed_row(ar_trace, processor):
+    tok = processor.tokenizer
+    assert [s for _, s in cells(render.canvas_html(ar_trace, tok, 4))] == ["committed"] * 5
+    assert len(cells(render.canvas_html(ar_trace, tok))) == len(ar_trace.tokens)
+    assert "AR token" in render.step_panel_html(ar_trace)
+    assert "entropy" in render.inspector_html(ar_trace, tok, 0, 0)
+
+
+def test_legend_lists_every_state_in_order():
+    html = render.legend_html()
+    assert re.findall(r'dg-cell dg-(\w+)"', html) == [*theme.STATES, "thought"]
+
+
+def test_step_panel_shows_where_the_run_is_and_why_a_canvas_stopped(diffusion_trace, eos_trace):
+    panel = render.step_panel_html(diffusion_trace, 1)
+    assert "canvas <b>1/2</b>" in panel and "step <b>2/4</b>" in panel and "τ" in panel and "NFE" in panel
+    last = diffusion_trace.steps[-1]
+    assert STOP_LABELS[last.stop_reason] in render.step_panel_html(diffusion_trace)
+    eos_last = max(i for i, r in enumerate(eos_trace.steps) if r.canvas == 0)
+    assert "EOS" in render.step_panel_html(eos_trace, eos_last)
+
+
+def test_inspector_counts_argmax_flips_and_explains_out_of_range_requests(diffusion_trace, processor):
+    tok = processor.tokenizer
+    i = max(i for i, r in enumerate(diffusion_trace.steps) if r.canvas == 0)
+    history = [r.argmax[5] for r in diffusion_trace.steps_of(0)]
+    flips = sum(a != b for a, b in zip(history, history[1:]))
+    html = render.inspector_html(diffusion_trace, tok, i, 5)
+    assert f"argmax flips so far <b>{flips}</b>" in html
+    assert html.count("<tr>") == diffusion_trace.steps[i].topk_ids.shape[1]
+    assert "no position 99" in render.inspector_html(diffusion_trace, tok, i, 99)
+    assert "no step 999" in render.inspector_html(diffusion_trace, tok, 999, 0)
+
+
+def test_text_view_separates_thought_and_answer_and_flags_a_thought_that_never_closed(processor, text_trace):
+    tok = processor.tokenizer
+    closed = render.text_view_html(text_trace(tok, "<|channel>thought\nadd them<channel|>42"), tok)
+    assert "<details" in closed and "add them" in closed and "42" in closed and "never closed" not in closed
+    open_ = render.text_view_html(text_trace(tok, "<|channel>thought\nstill thinking"), tok)
+    assert "thinking filled the canvas" in open_
+    live = render.text_view_html(text_trace(tok, "<|channel>thought\nstill thinking", done=False), tok)
+    assert "thinking filled the canvas" not in live and "thinking…" in live

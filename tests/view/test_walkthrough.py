@@ -1,0 +1,47 @@
+"""A recorded sampler step in six stages with that step's numbers, and the Learn tab's token rows."""
+
+import re
+
+import numpy as np
+import pytest
+
+from dg.view import walkthrough
+
+
+def test_walkthrough_has_the_six_stages_with_the_records_numbers(diffusion_trace, processor):
+    for i, rec in enumerate(diffusion_trace.steps):
+        stages = walkthrough.walkthrough(diffusion_trace, processor.tokenizer, i)
+        assert [s["stage"] for s in stages] == list(walkthrough.STAGES)
+        by = {s["stage"]: s["numbers"] for s in stages}
+        assert by["temperature"]["temperature"] == rec.temperature
+        assert by["sort_bound"]["k"] == by["accept"]["accepted"] == rec.n_accepted
+        assert by["accept"]["positions"] == np.flatnonzero(rec.accepted).tolist()
+        assert by["accept"]["tokens"] == rec.sampled[rec.accepted].tolist()
+        assert by["renoise"]["renoised"] == len(rec.accepted) - rec.n_accepted
+        assert by["decode"]["self_conditioning"] == (rec.step > 1)
+        assert sorted(by["sort_bound"]["sorted_entropy"]) == by["sort_bound"]["sorted_entropy"]
+        assert all(s["title"] and s["html"].count("<table") == 1 for s in stages)
+
+
+def test_walkthrough_sees_the_accepted_tokens_fed_into_the_next_step(diffusion_trace, processor):
+    rec = diffusion_trace.steps[0]
+    renoise = walkthrough.walkthrough(diffusion_trace, processor.tokenizer, 0)[-1]["numbers"]
+    assert renoise["next_step_kept"] == rec.n_accepted
+    nxt = walkthrough.walkthrough(diffusion_trace, processor.tokenizer, 1)[0]["numbers"]
+    assert nxt["kept_from_previous_step"] == rec.n_accepted
+
+
+def test_walkthrough_rejects_ar_traces_and_steps_out_of_range(diffusion_trace, ar_trace, processor):
+    with pytest.raises(ValueError, match="step_index"):
+        walkthrough.walkthrough(diffusion_trace, processor.tokenizer, len(diffusion_trace.steps))
+    with pytest.raises(ValueError, match="ar trace"):
+        walkthrough.walkthrough(ar_trace, processor.tokenizer, 0)
+
+
+def test_a_token_row_colours_the_marked_tokens_and_counts_them(processor):
+    tok = processor.tokenizer
+    clean = tok.encode("Alice the bear loves honey.", add_special_tokens=False)
+    marks = [i % 2 == 0 for i in range(len(clean))]
+    row = walkthrough.token_row_html(tok, clean, marks, clean, "replaced")
+    assert row.count('class="dg-cell"') == len(clean) and f"{sum(marks)}/{len(clean)} replaced" in row
+    assert len(re.findall(r"border-color:#f59e0b", row)) == sum(marks)  # the "changed" colour: replaced
