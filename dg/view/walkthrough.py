@@ -7,8 +7,6 @@ entropy, sort + bound, accept, renoise) with that step's real numbers, each as a
     python -m pytest tests/view/test_walkthrough.py -q
 """
 
-import html
-
 import numpy as np
 import torch
 
@@ -33,7 +31,7 @@ def token_row_html(tokenizer, ids, marks, clean, what: str) -> str:
 
 
 def _table(headers, rows) -> str:
-    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
     return f'<div class="dg-view"><table class="dg-bars"><tr>{head}</tr>{body}</table></div>'
 
@@ -43,7 +41,7 @@ def _bar(value: float, scale: float, color: str) -> str:
 
 
 def _piece(tokenizer, token_id) -> str:
-    return html.escape(token_piece(tokenizer, token_id))
+    return esc(token_piece(tokenizer, token_id))
 
 
 def walkthrough(trace, tokenizer, step_index: int) -> list[dict]:
@@ -135,6 +133,6 @@ def _renoise_stage(trace, rec, step_index) -> dict:
         note = "the next step's decoder reads accepted tokens plus fresh uniform random tokens"
     if following is not None:
         numbers["next_step_kept"] = int((following.noisy == rec.sampled)[rec.accepted].sum())
-    rows = [["renoised positions", len(positions)], ["accepted kept", rec.n_accepted], ["then", html.escape(note)]]
+    rows = [["renoised positions", len(positions)], ["accepted kept", rec.n_accepted], ["then", esc(note)]]
     return {"stage": "renoise", "title": f"Renoise {len(positions)} positions with uniform random tokens",
             "html": _table(["", ""], rows), "numbers": numbers}
