@@ -1,9 +1,15 @@
 """Chat prompts in, model inputs out; generated text in, thought and answer out.
 
 Inputs go through the checkpoint's own chat template (`processor.apply_chat_template`, with
-`enable_thinking`), so the embedded model and the release format prompts the same way: `<bos>`,
-turns `<|turn>ROLE\\n … <turn|>\\n`, generation prompt `<|turn>model\\n`, and `<|think|>` at the top of
-the system turn when thinking is on. A thinking reply reads `<|channel>thought\\n … <channel|>answer`.
+`enable_thinking`), so the embedded model and the release prompt the same way (the release's exact
+strings, pinned by transformers' DiffusionGemma integration test):
+- thinking off: `<bos><|turn>user\\n{text}<turn|>\\n<|turn>model\\n<|channel>thought\\n<channel|>` (an
+  empty thought channel is pre-filled; the model writes the answer, then `<turn|>`);
+- thinking on: `<bos><|turn>system\\n<|think|>\\n<turn|>\\n<|turn>user\\n{text}<turn|>\\n<|turn>model\\n`; the
+  model writes `<|channel>thought\\n … <channel|>`, the answer, then `<turn|>`;
+- a system prompt is string content: `<|turn>system\\n{system}<turn|>\\n` (`<|think|>\\n` first when
+  thinking is on); a list of parts would render a trailing space or a Python repr with the release's
+  template.
 """
 
 import os
@@ -13,11 +19,12 @@ from PIL import Image, UnidentifiedImageError
 
 MAX_IMAGE_PIXELS = 4096 * 4096  # larger uploads are refused rather than decoded
 MAX_PROMPT_CHARS = 20_000
-THOUGHT_OPEN = "<|channel>"
-THOUGHT_CLOSE = "<channel|>"
+TURN_OPEN, TURN_CLOSE = "<|turn>", "<turn|>"
+THINK = "<|think|>"
+THOUGHT_OPEN, THOUGHT_CLOSE = "<|channel>", "<channel|>"
 THOUGHT_LABEL = "thought\n"
 # dropped from displayed replies besides the tokenizer's own special tokens
-CONTROL_TOKENS = ("<turn|>", "<|turn>", "<eos>", "<pad>", "<bos>", "<|think|>")
+CONTROL_TOKENS = (TURN_CLOSE, TURN_OPEN, "<eos>", "<pad>", "<bos>", THINK)
 
 
 def open_image(image) -> Image.Image:
@@ -43,13 +50,14 @@ def open_image(image) -> Image.Image:
 
 
 def build_messages(text: str, images=(), system: str | None = None) -> list[dict]:
+    """One user turn (images first, then the text), after a system turn whose content is a string."""
     if text is None or not str(text).strip():
         raise ValueError("prompt is empty: type a question or instruction")
     if len(text) > MAX_PROMPT_CHARS:
         raise ValueError(f"prompt is {len(text)} characters; the limit is {MAX_PROMPT_CHARS}")
     messages = []
     if system:
-        messages.append({"role": "system", "content": [{"type": "text", "text": system}]})
+        messages.append({"role": "system", "content": str(system)})
     content = [{"type": "image", "image": open_image(img)} for img in images or ()]
     content.append({"type": "text", "text": text})
     messages.append({"role": "user", "content": content})
@@ -97,9 +105,15 @@ def parse_reply(text: str, special_tokens=()) -> Reply:
     return Reply(body[:end].strip(), answer.strip(), True, True)
 
 
-def split_thought(text: str, special_tokens=()) -> tuple[str, str]:
-    reply = parse_reply(text, special_tokens)
-    return reply.thought, reply.answer
+def reply_text(answer: str, thought: str | None = None) -> str:
+    """The model turn as the model writes it after the generation prompt (the writer `parse_reply` reads).
+
+    Thinking on: the model opens the thought channel itself; thinking off: the prompt already holds
+    the empty channel, so the reply is the answer and `<turn|>`.
+    """
+    if thought:
+        return f"{THOUGHT_OPEN}{THOUGHT_LABEL}{thought}{THOUGHT_CLOSE}{answer}{TURN_CLOSE}"
+    return f"{answer}{TURN_CLOSE}"
 
 
 def decode_reply(tokenizer, token_ids) -> Reply:

@@ -3,25 +3,34 @@
 import pytest
 from PIL import Image
 
-from dg.prompts import MAX_PROMPT_CHARS, build_inputs, decode_reply, parse_reply
+from dg.prompts import MAX_PROMPT_CHARS, build_inputs, decode_reply, parse_reply, reply_text
 
 
 def text_of(processor, inputs):
     return processor.tokenizer.decode(inputs["input_ids"][0], skip_special_tokens=False)
 
 
-def test_chat_format_matches_gemma4(processor):
+def test_thinking_off_is_the_release_prompt_with_an_empty_thought_channel(processor):
     text = text_of(processor, build_inputs(processor, "Compute 2 + 2."))
-    assert text.startswith("<bos><|turn>user\n")
-    assert text.endswith("<turn|>\n<|turn>model\n")
-    assert "<|think|>" not in text
+    assert text == "<bos><|turn>user\nCompute 2 + 2.<turn|>\n<|turn>model\n<|channel>thought\n<channel|>"
 
 
-def test_thinking_puts_think_at_the_top_of_a_system_turn(processor):
+def test_thinking_on_is_the_release_prompt_with_think_in_a_system_turn(processor):
     text = text_of(processor, build_inputs(processor, "Compute 2 + 2.", thinking=True))
-    assert text.startswith("<bos><|turn>system\n<|think|>")
-    with_system = text_of(processor, build_inputs(processor, "Hi", thinking=True, system="Be brief."))
-    assert with_system.count("<|turn>system") == 1 and "<|think|>Be brief." in with_system
+    assert text == "<bos><|turn>system\n<|think|>\n<turn|>\n<|turn>user\nCompute 2 + 2.<turn|>\n<|turn>model\n"
+
+
+def test_a_system_prompt_is_string_content_after_think(processor):
+    plain = text_of(processor, build_inputs(processor, "Hi", system="Be brief."))
+    assert plain.startswith("<bos><|turn>system\nBe brief.<turn|>\n<|turn>user\nHi<turn|>\n")
+    thinking = text_of(processor, build_inputs(processor, "Hi", thinking=True, system="Be brief."))
+    assert thinking == "<bos><|turn>system\n<|think|>\nBe brief.<turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\n"
+
+
+def test_the_reply_writer_and_parser_agree():
+    for thought in ("", "7+6=13 write 3 carry 1"):
+        reply = parse_reply(reply_text("843", thought), ["<turn|>"])
+        assert (reply.thought, reply.answer, reply.thinking) == (thought, "843", bool(thought))
 
 
 def test_an_image_expands_to_soft_token_placeholders(processor):

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 import torch
 
+from dg.prompts import build_messages, reply_text
 from dg.tiny.skills import Example
-from dg.tiny.tokenizer import reply_text, special_ids
+from dg.tiny.tokenizer import special_ids
 
 IGNORE_INDEX = -100
 
@@ -29,6 +30,7 @@ class Encoded:
     reply_ids: list[int]
     pixel_values: torch.Tensor | None = None
     image_position_ids: torch.Tensor | None = None
+    canvas_index: int | None = None  # the canvas to denoise; None: one drawn uniformly per batch
 
 
 @dataclass
@@ -44,18 +46,12 @@ class Batch:
     image_position_ids: torch.Tensor | None = None  # (N_images, P, 2)
 
 
-def chat_messages(text: str, has_image: bool, system: str | None = None) -> list[dict]:
-    """A single user turn (image first when there is one), optionally after a system turn."""
-    content = [{"type": "image"}, {"type": "text", "text": text}] if has_image else text
-    messages = [{"role": "system", "content": system}] if system else []
-    return messages + [{"role": "user", "content": content}]
-
-
 def encode_example(example: Example, processor) -> Encoded:
     """Prompt through the chat template (thinking on iff the example has a thought) + the model turn."""
     tokenizer = processor.tokenizer
+    images = [example.image] if example.image is not None else []
     prompt = tokenizer.apply_chat_template(
-        chat_messages(example.prompt, example.image is not None),
+        build_messages(example.prompt, images),
         tokenize=False,
         add_generation_prompt=True,
         enable_thinking=bool(example.thought),
@@ -73,7 +69,8 @@ def num_canvases(reply_len: int, canvas_length: int) -> int:
 
 
 def make_batch(items: list[Encoded], canvas_length: int, tokenizer, rng: random.Random) -> Batch:
-    """Collate; for each example pick one of the canvases its reply spans (uniformly) to denoise."""
+    """Collate; for each example the canvas to denoise: its `canvas_index`, else one of the canvases its
+    reply spans, drawn uniformly from `rng`."""
     ids = special_ids(tokenizer)
     lengths = [len(e.prompt_ids) + len(e.reply_ids) for e in items]
     batch, seq_len = len(items), max(lengths)
@@ -89,7 +86,7 @@ def make_batch(items: list[Encoded], canvas_length: int, tokenizer, rng: random.
         input_ids[i, :n] = torch.tensor(e.prompt_ids + e.reply_ids)
         attention_mask[i, :n] = 1
         ar_labels[i, p - 1 : n - 1] = torch.tensor(e.reply_ids)  # position j predicts token j + 1
-        k = rng.randrange(num_canvases(len(e.reply_ids), canvas_length))
+        k = e.canvas_index if e.canvas_index is not None else rng.randrange(num_canvases(len(e.reply_ids), canvas_length))
         chunk = e.reply_ids[k * canvas_length : (k + 1) * canvas_length]
         canvas_targets[i, : len(chunk)] = torch.tensor(chunk)
         start = p + k * canvas_length  # the decoder sees the prompt and earlier committed canvases only

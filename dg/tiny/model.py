@@ -20,12 +20,9 @@ from transformers import (
     DiffusionGemmaTextConfig,
     Gemma4VisionConfig,
 )
-from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
-    DiffusionGemmaGenerationConfig,
-    EntropyBoundSamplerConfig,
-)
 
-from dg.tiny.tokenizer import special_ids
+from dg.config import SamplerConfig
+from dg.tiny.tokenizer import TokenizerConfig, special_ids
 
 
 @dataclass
@@ -47,7 +44,7 @@ class TinyModelConfig:
     vision_layers: int = 2
     vision_heads: int = 4
     patch_size: int = 16  # must agree with the image processor
-    pooling_kernel_size: int = 3
+    pooling_kernel_size: int = TokenizerConfig.pooling_kernel_size  # must agree with the image processor
     vision_max_patches_per_side: int = 128  # the release's 10,240-row table would be 2.6 M params here
     max_new_tokens: int = 128  # two canvases: thinking + answer
 
@@ -109,21 +106,11 @@ def build_config(sizes: TinyModelConfig, tokenizer) -> DiffusionGemmaConfig:
     )
 
 
-def generation_config(tokenizer, max_new_tokens: int) -> DiffusionGemmaGenerationConfig:
+def generation_config(tokenizer, max_new_tokens: int):
     """The release's sampler defaults (report Algorithm 1) with this tokenizer's EOS and pad ids."""
     ids = special_ids(tokenizer)
-    return DiffusionGemmaGenerationConfig(
-        max_new_tokens=max_new_tokens,
-        max_denoising_steps=48,
-        sampler_config=EntropyBoundSamplerConfig(entropy_bound=0.1),
-        t_min=0.4,
-        t_max=0.8,
-        stability_threshold=1,
-        confidence_threshold=0.005,
-        eos_token_id=[ids["eos"], ids["turn_end"]],
-        pad_token_id=ids["pad"],
-        bos_token_id=ids["bos"],
-    )
+    return SamplerConfig(max_new_tokens=max_new_tokens).generation_config(
+        eos_token_id=[ids["eos"], ids["turn_end"]], pad_token_id=ids["pad"], bos_token_id=ids["bos"])
 
 
 def build_model(sizes: TinyModelConfig, processor, seed: int = 0) -> DiffusionGemmaForBlockDiffusion:

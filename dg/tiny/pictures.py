@@ -82,16 +82,19 @@ def describe(shapes: tuple[Shape, ...]) -> str:
 
 
 def ask(shapes: tuple[Shape, ...], rng: random.Random) -> tuple[str, str]:
-    """One (question, answer) about the scene; the question never contains its answer.
+    """One (question, answer sentence) about the scene; the question never contains its answer.
 
     The question type is drawn uniformly first, so counts and descriptions are as common as the
     per-shape questions however many shapes there are.
     """
     kinds = [s.kind for s in shapes]
+    n = len(shapes)
+    count = "There is 1 shape." if n == 1 else f"There are {n} shapes."
     by_type = [
-        [("How many shapes are in the picture?", str(len(shapes)))],
-        [("Describe the picture.", describe(shapes))],
-        [(f"What colour is the {s.kind}?", s.colour) for s in shapes if kinds.count(s.kind) == 1],
-        [(f"What shape is in the {POSITIONS[s.cell]}?", s.kind) for s in shapes],
+        [("How many shapes are in the picture?", count)],
+        [("Describe the picture.", f"I see {describe(shapes)}.")],
+        [(f"What colour is the {s.kind}?", f"The {s.kind} is {s.colour}.") for s in shapes if kinds.count(s.kind) == 1],
+        [(f"What shape is in the {POSITIONS[s.cell]}?", f"The {POSITIONS[s.cell]} shape is a {s.kind}.")
+         for s in shapes],
     ]
     return rng.choice(rng.choice([qs for qs in by_type if qs]))

@@ -2,14 +2,20 @@
 
 Five skills, each chosen to show one thing about diffusion decoding:
 - sudoku:     4×4 grid, 4–8 blanks, unique solution: bidirectional refinement fills cells in any order.
-- arithmetic: 2–3 digit addition; thinking mode writes a column-by-column carry trace first,
+- arithmetic: 3–4 digit addition, too hard to answer directly for a tiny model; thinking mode writes a
+              column-by-column carry trace first (45–80 tokens: 4-digit traces span two canvases),
               the case where thinking visibly helps.
-- picture:    1–4 coloured shapes drawn with PIL, one question about them (image → encoder only).
-- json:       a sentence → a JSON record; long, fully determined answer that settles in 2–3 steps.
-- story:      one templated sentence about a named animal; fluent text, deterministic in the prompt.
+- picture:    1–4 coloured shapes drawn with PIL, one question about them, answered in a sentence
+              (image → encoder only).
+- json:       a sentence → a JSON record of 4–5 fields (32–45 tokens): long, fully determined, copied
+              from the prompt; it settles in a few steps.
+- story:      a three-sentence story about a named animal (40–50 tokens); fluent text, deterministic
+              in the prompt.
 
-Every answer is a function of the prompt (and image), so a tiny model can reach ≥ 90 % accuracy,
-and every answer + thought stays within about two 64-token canvases.
+Every answer is a function of the prompt (and image), so a tiny model can reach ≥ 90 % accuracy.
+`LONG_SKILLS` have answers of ≥ 32 tokens (with thinking on, the arithmetic reply is that long too);
+every reply fits one 64-token canvas except thinking-mode arithmetic on 4-digit numbers, which spans
+two, so the block-wise commits of the sampler show.
 `Example.thought` is non-empty exactly when the example is in thinking mode.
 
 Preview: `python -m dg.tiny.skills --seed 0 --n 5` (add `--save-images DIR` to write the pictures).
@@ -29,7 +35,8 @@ from PIL import Image
 from dg.tiny import pictures
 
 SKILLS: tuple[str, ...] = ("sudoku", "arithmetic", "picture", "json", "story")
-THINKING_SKILLS: tuple[str, ...] = ("sudoku", "arithmetic")  # skills with a reasoning trace
+THINKING_SKILLS: tuple[str, ...] = ("arithmetic",)  # skills with a reasoning trace
+LONG_SKILLS: tuple[str, ...] = ("json", "story")  # answers of >= 32 tokens without the thought
 THINKING_P = 0.5  # share of thinking-mode examples in `sample_examples`, per supporting skill
 
 NAMES = ("Alice", "Bob", "Clara", "David", "Emma", "Felix", "Grace", "Hugo",
@@ -113,7 +120,7 @@ def sudoku_text(grid: list[int | None]) -> str:
     return "/".join(cells[i:i + 4] for i in range(0, 16, 4))
 
 
-def _sudoku(rng: random.Random, thinking: bool) -> tuple[str, str, str]:
+def _sudoku(rng: random.Random) -> tuple[str, str]:
     solution = _solved_grid(rng)
     k = rng.randint(*_SUDOKU_BLANKS)
     puzzle: list[int | None] = list(solution)
@@ -123,18 +130,21 @@ def _sudoku(rng: random.Random, thinking: bool) -> tuple[str, str, str]:
         puzzle[cell] = None
         if _singles_order(puzzle) is None:  # solvable by singles ⇒ unique; also makes the trace honest
             puzzle[cell] = solution[cell]
-    order = _singles_order(puzzle)
-    thought = "; ".join(f"r{c // 4 + 1}c{c % 4 + 1}={solution[c]}" for c in order) if thinking else ""
-    return f"Solve the sudoku: {sudoku_text(puzzle)}", sudoku_text(solution), thought
+    return f"Solve the sudoku: {sudoku_text(puzzle)}", sudoku_text(solution)
 
 
 # --- arithmetic -------------------------------------------------------------------------------
 
 _ADD_TEMPLATES = ("What is {a} + {b}?", "Compute {a} + {b}.", "Add {a} and {b}.")
+_ADD_RANGE = (100, 9999)
 
 
 def addition_trace(a: int, b: int) -> str:
-    """'7+6=13 write 3 carry 1; 8+5+1=14 write 4 carry 1; 4+3+1=8 write 8; answer 843'."""
+    """'7+6=13 write 3 carry 1; 8+5+1=14 write 4 carry 1; 4+3+1=8 write 8; answer 843'.
+
+    Columns from the right, each with its carry in and out spelled out, so every piece of the trace
+    follows from the two digits above it and the carry just before it.
+    """
     da, db = str(a)[::-1], str(b)[::-1]
     steps, carry = [], 0
     for i in range(max(len(da), len(db))):
@@ -149,7 +159,7 @@ def addition_trace(a: int, b: int) -> str:
 
 
 def _arithmetic(rng: random.Random, thinking: bool) -> tuple[str, str, str]:
-    a, b = rng.randint(10, 999), rng.randint(10, 999)
+    a, b = rng.randint(*_ADD_RANGE), rng.randint(*_ADD_RANGE)
     prompt = rng.choice(_ADD_TEMPLATES).format(a=a, b=b)
     return prompt, str(a + b), addition_trace(a, b) if thinking else ""
 
@@ -166,13 +176,14 @@ _JSON_PROMPTS = ("Convert to JSON: {}", "Extract the fields as JSON: {}")
 
 
 def _json(rng: random.Random) -> tuple[str, str]:
-    fields = sorted(rng.sample(list(_JSON_CLAUSES), rng.randint(1, 3)), key=list(_JSON_CLAUSES).index)
+    """4–5 fields, always in the record's key order; the sentence states them in a random order."""
+    fields = sorted(rng.sample(list(_JSON_CLAUSES), rng.randint(3, 4)), key=list(_JSON_CLAUSES).index)
     record: dict[str, object] = {"name": rng.choice(NAMES)}
     pools = {"age": range(18, 90), "city": CITIES, "job": JOBS, "pet": PETS}
     for f in fields:
         record[f] = rng.choice(pools[f])
-    clauses = [rng.choice(_JSON_CLAUSES[f]).format(record[f]) for f in fields]
-    said = clauses[0] if len(clauses) == 1 else ", ".join(clauses[:-1]) + " and " + clauses[-1]
+    clauses = [rng.choice(_JSON_CLAUSES[f]).format(record[f]) for f in rng.sample(fields, len(fields))]
+    said = ", ".join(clauses[:-1]) + " and " + clauses[-1]
     prompt = rng.choice(_JSON_PROMPTS).format(f"{record['name']} {said}.")
     return prompt, json.dumps(record)
 
@@ -180,18 +191,23 @@ def _json(rng: random.Random) -> tuple[str, str]:
 # --- story ------------------------------------------------------------------------------------
 
 _STORY_TEMPLATES = (  # (prompt, answer): the prompt template fixes the answer template
-    ("Write one sentence about a {animal} named {name} who likes {food}.",
-     "{name} the {animal} loves to eat {food} every day."),
-    ("Tell a short story about {name} the {animal} and some {food}.",
-     "{name} the {animal} found some {food} and was happy all day."),
-    ("Write a sentence where {name} the {animal} eats {food}.",
-     "One morning, {name} the {animal} ate {food} in the garden."),
+    ("Write a short story about a {animal} named {name} who likes {food} and the {place}.",
+     "{name} the {animal} woke up hungry one morning. The {animal} walked to the {place} and found "
+     "some {food} there. {name} ate the {food} and was happy all day."),
+    ("Tell a story about {name} the {animal}, some {food} and the {place}.",
+     "Once upon a time, {name} the {animal} lived near the {place}. Every day the {animal} looked "
+     "for {food}. One day {name} found a big pile of {food} and shared it with friends."),
+    ("Write three sentences where {name} the {animal} eats {food} at the {place}.",
+     "{name} the {animal} went to the {place} after lunch. There was fresh {food} on the ground. "
+     "The {animal} ate the {food} and then {name} took a long nap."),
 )
+PLACES = ("forest", "garden", "river", "hill", "farm", "lake", "park", "beach")
 
 
 def _story(rng: random.Random) -> tuple[str, str]:
     prompt, answer = rng.choice(_STORY_TEMPLATES)
-    slots = {"name": rng.choice(NAMES), "animal": rng.choice(ANIMALS), "food": rng.choice(FOODS)}
+    slots = {"name": rng.choice(NAMES), "animal": rng.choice(ANIMALS), "food": rng.choice(FOODS),
+             "place": rng.choice(PLACES)}
     return prompt.format(**slots), answer.format(**slots)
 
 
@@ -213,7 +229,7 @@ def make_example(skill: str, rng: random.Random, *, thinking: bool = False) -> E
     _check_skills([skill])
     image, thought = None, ""
     if skill == "sudoku":
-        prompt, answer, thought = _sudoku(rng, thinking)
+        prompt, answer = _sudoku(rng)
     elif skill == "arithmetic":
         prompt, answer, thought = _arithmetic(rng, thinking)
     elif skill == "picture":
@@ -256,8 +272,8 @@ def score(example: Example, answer_text: str) -> bool:
             return False
     if example.skill == "sudoku":
         return text.replace(" ", "") == example.target
-    if example.skill in ("arithmetic", "picture"):  # short answers: case and a final full stop don't matter
-        return text.rstrip(".").lower() == example.target.lower()
+    if example.skill in ("arithmetic", "picture"):  # case and a final full stop don't matter
+        return text.rstrip(".").lower() == example.target.rstrip(".").lower()
     return text == _normalise(example.target)
 
 

@@ -41,18 +41,23 @@ TURN_START, TURN_END, THINK = "<|turn>", "<turn|>", "<|think|>"
 CHANNEL_START, CHANNEL_END = "<|channel>", "<channel|>"
 BYTE_TOKENS = tuple(f"<0x{b:02X}>" for b in range(256))
 
-# The documented Gemma 4 format: <bos>, turns `<|turn>ROLE\n ... <turn|>\n`, `<|think|>` at the top
-# of the system turn when thinking is on (a system turn is made when there is none).
+# The release's Gemma 4 / DiffusionGemma format (pinned by transformers' DiffusionGemma integration
+# test): `<bos>`, turns `<|turn>ROLE\n … <turn|>\n`, system content is a plain string; thinking on
+# opens the system turn with `<|think|>\n` (a system turn is made when there is none); thinking off
+# pre-fills an empty thought channel after `<|turn>model\n`, so the model writes the answer directly.
 CHAT_TEMPLATE = (
     "{{- bos_token -}}"
     "{%- set thinking = enable_thinking is defined and enable_thinking -%}"
-    "{%- if thinking and (not messages or messages[0]['role'] != 'system') -%}"
-    "{{- '<|turn>system\\n<|think|><turn|>\\n' -}}"
+    "{%- set rest = messages -%}"
+    "{%- if messages and messages[0]['role'] == 'system' -%}"
+    "{{- '<|turn>system\\n' + ('<|think|>\\n' if thinking else '') + messages[0]['content'] + '<turn|>\\n' -}}"
+    "{%- set rest = messages[1:] -%}"
+    "{%- elif thinking -%}"
+    "{{- '<|turn>system\\n<|think|>\\n<turn|>\\n' -}}"
     "{%- endif -%}"
-    "{%- for message in messages -%}"
+    "{%- for message in rest -%}"
     "{%- set role = 'model' if message['role'] == 'assistant' else message['role'] -%}"
     "{{- '<|turn>' + role + '\\n' -}}"
-    "{%- if loop.first and role == 'system' and thinking -%}{{- '<|think|>' -}}{%- endif -%}"
     "{%- if message['content'] is string -%}{{- message['content'] -}}"
     "{%- else -%}{%- for item in message['content'] -%}"
     "{%- if item['type'] == 'image' -%}{{- '<|image|>' -}}"
@@ -60,7 +65,9 @@ CHAT_TEMPLATE = (
     "{%- endfor -%}{%- endif -%}"
     "{{- '<turn|>\\n' -}}"
     "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{- '<|turn>model\\n' -}}{%- endif -%}"
+    "{%- if add_generation_prompt -%}"
+    "{{- '<|turn>model\\n' + ('' if thinking else '<|channel>thought\\n<channel|>') -}}"
+    "{%- endif -%}"
 )
 
 
@@ -73,7 +80,9 @@ class TokenizerConfig:
     corpus_size: int = 20_000
     max_soft_tokens: int = 70  # Gemma 4 allows 70/140/280/560/1120; 70 = 630 patches of 16 px, pooled 3x3
     patch_size: int = 16
-    pooling_kernel_size: int = 3
+    # 2×2 pooling: 64 soft tokens from 256 patches (a 3×3 pool needs 576, 2.3× the vision cost; a 1×1
+    # pool is not usable: transformers' pooler then keeps the padding rows instead of the patches)
+    pooling_kernel_size: int = 2
 
     def __post_init__(self):
         floor = len(SPECIAL_TOKENS) + len(BYTE_TOKENS) + 64
@@ -86,13 +95,15 @@ class TokenizerConfig:
 
 
 def _pipeline(tok: Tokenizer) -> Tokenizer:
-    """SentencePiece-style text handling: spaces become `▁` and start a piece; digits stand alone."""
+    """SentencePiece-style text handling: spaces become `▁` and start a piece; digits and punctuation
+    stand alone (so a JSON record or a carry trace is as many tokens as a real Gemma tokenizer makes)."""
     tok.normalizer = normalizers.Replace(" ", "▁")
     tok.pre_tokenizer = pre_tokenizers.Sequence(
         [
             pre_tokenizers.Split("▁", behavior="merged_with_next"),
             pre_tokenizers.Split("\n", behavior="isolated"),
             pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.Punctuation(behavior="isolated"),
         ]
     )
     tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
@@ -154,13 +165,6 @@ def special_ids(tokenizer) -> dict[str, int]:
     )}
     ids.update({name: tokenizer.convert_tokens_to_ids(tok) for name, tok in MULTIMODAL_TOKENS.items()})
     return ids
-
-
-def reply_text(answer: str, thought: str | None = None) -> str:
-    """The model turn as the model writes it: thinking on puts the thought channel first."""
-    if thought:
-        return f"{CHANNEL_START}thought\n{thought}{CHANNEL_END}{answer}{TURN_END}"
-    return f"{answer}{TURN_END}"
 
 
 def main() -> None:

@@ -8,6 +8,7 @@ feeds both losses; the decoder's `decoder_attention_mask` hides the clean tokens
 and later ones (the leak pitfall of the report's recipe).
 
     python -m dg.tiny.train --out runs/tiny [--minutes 70] [--steps 4000] [--seed 0] [--resume]
+    python -m dg.tiny.train --out runs/tiny2 --init assets/diffusiongemma-tiny --minutes 60   # continue
 """
 
 from __future__ import annotations
@@ -24,17 +25,20 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
-from transformers import AutoProcessor
+from transformers import AutoProcessor, DiffusionGemmaForBlockDiffusion
 
 from dg.ar import next_token_logits
 from dg.loading import check_vocab
+from dg.noise import corrupt, sample_t
 from dg.tiny import skills
 from dg.tiny.data import IGNORE_INDEX, Batch, encode_example, make_batch
 from dg.tiny.model import TinyModelConfig, build_model
 from dg.tiny.tokenizer import TokenizerConfig, build_processor
 
-# Harder skills (search, carries, vision) get twice the share of the mixture.
-SKILL_MIX = ("sudoku", "arithmetic", "picture", "json", "story", "sudoku", "arithmetic", "picture")
+# Harder skills get a larger share: arithmetic (carries, and two modes: thinking on and off) three,
+# sudoku (search), picture (vision from scratch) and json (many copied values) two, story one.
+SKILL_MIX = ("sudoku", "arithmetic", "picture", "json", "story", "arithmetic", "sudoku", "picture", "json",
+             "arithmetic")
 DATA_SEED_BASE = 1000  # training streams use seeds >= 1000; evaluation uses small seeds
 CHECKPOINT = "checkpoint.pt"
 
@@ -58,7 +62,8 @@ class TrainConfig:
     self_conditioning_p: float = 0.5
     ar_weight: float = 1.0
     checkpoint_minutes: float = 5.0
-    threads: int = 2
+    threads: int = 1  # two OpenMP threads collapse whenever another process takes a core
+    init: str | None = None  # continue from these saved weights (and their processor), fresh optimizer
     model: TinyModelConfig = field(default_factory=TinyModelConfig)
 
     def __post_init__(self):
@@ -108,15 +113,6 @@ def batch_for_step(cfg: TrainConfig, step: int, processor) -> Batch:
     return make_batch(encoded, cfg.model.canvas_length, processor.tokenizer, random.Random(step_seed(cfg, step)))
 
 
-def corrupt(targets: torch.Tensor, vocab_size: int, eps: float, gen: torch.Generator):
-    """Uniform-noise forward process: per example t ~ U(eps, 1), each token renoised with prob t."""
-    batch, length = targets.shape
-    t = eps + (1 - eps) * torch.rand(batch, generator=gen)
-    noise = torch.randint(0, vocab_size, (batch, length), generator=gen)
-    renoise = torch.rand(batch, length, generator=gen) < t[:, None]
-    return torch.where(renoise, noise, targets), t
-
-
 @torch.no_grad()
 def self_conditioning_logits(model, decoder_kwargs: dict, use_sc: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     """First pass without self-conditioning (exactly the sampler's step one), only for examples using SC.
@@ -137,8 +133,8 @@ def self_conditioning_logits(model, decoder_kwargs: dict, use_sc: torch.Tensor, 
     return out
 
 
-def losses(model, batch: Batch, cfg: TrainConfig, gen: torch.Generator) -> dict[str, torch.Tensor]:
-    """AR loss on the encoder pass, diffusion loss on the (self-conditioned) decoder pass."""
+def encoder_pass(model, batch: Batch):
+    """Causal encoder pass over prompt + clean reply: (its output with the KV cache, the AR loss)."""
     enc = model.model.encoder(
         input_ids=batch.input_ids,
         attention_mask=batch.attention_mask,
@@ -149,23 +145,34 @@ def losses(model, batch: Batch, cfg: TrainConfig, gen: torch.Generator) -> dict[
     )
     supervised = batch.ar_labels != IGNORE_INDEX  # the model turn only
     ar_logits = next_token_logits(model, enc.last_hidden_state[supervised])  # (N, V)
-    ar_loss = F.cross_entropy(ar_logits, batch.ar_labels[supervised])
+    return enc, F.cross_entropy(ar_logits, batch.ar_labels[supervised])
 
+
+def decoder_kwargs(batch: Batch, enc, noisy: torch.Tensor) -> dict:
+    """The decoder's inputs for `noisy` canvases read against the (leak-free) encoder cache."""
+    return dict(decoder_input_ids=noisy, past_key_values=enc.past_key_values,
+                decoder_attention_mask=batch.decoder_attention_mask, decoder_position_ids=batch.decoder_position_ids)
+
+
+def canvas_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Unweighted CE over every canvas position (answer, `<turn|>`, pad fill), mean per example."""
+    per_token = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")
+    return per_token.view_as(targets.float()).mean(dim=1).mean()
+
+
+def losses(model, batch: Batch, cfg: TrainConfig, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """AR loss on the encoder pass, diffusion loss on the (self-conditioned) decoder pass."""
+    enc, ar_loss = encoder_pass(model, batch)
     vocab = model.config.text_config.vocab_size
-    noisy, t = corrupt(batch.canvas_targets, vocab, cfg.eps, gen)
-    decoder_kwargs = dict(
-        decoder_input_ids=noisy,
-        past_key_values=enc.past_key_values,
-        decoder_attention_mask=batch.decoder_attention_mask,
-        decoder_position_ids=batch.decoder_position_ids,
-    )
+    t = sample_t(batch.canvas_targets.shape[0], cfg.eps, gen)
+    noisy, _ = corrupt(batch.canvas_targets, vocab, t, gen)
+    kwargs = decoder_kwargs(batch, enc, noisy)
     use_sc = torch.rand(noisy.shape[0], generator=gen) < cfg.self_conditioning_p
     sc_logits = None
     if use_sc.any():
-        sc_logits = self_conditioning_logits(model, decoder_kwargs, use_sc, t)
-    logits = model(**decoder_kwargs, self_conditioning_logits=sc_logits, self_conditioning_mask=use_sc).logits
-    per_token = F.cross_entropy(logits.flatten(0, 1), batch.canvas_targets.flatten(), reduction="none")
-    diffusion_loss = per_token.view_as(batch.canvas_targets.float()).mean(dim=1).mean()
+        sc_logits = self_conditioning_logits(model, kwargs, use_sc, t)
+    logits = model(**kwargs, self_conditioning_logits=sc_logits, self_conditioning_mask=use_sc).logits
+    diffusion_loss = canvas_loss(logits, batch.canvas_targets)
     return {"loss": diffusion_loss + cfg.ar_weight * ar_loss, "diffusion": diffusion_loss, "ar": ar_loss}
 
 
@@ -178,9 +185,12 @@ def make_optimizer(model, cfg: TrainConfig) -> torch.optim.Optimizer:
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas)
 
 
-def load_or_build_processor(out: Path):
+def load_or_build_processor(out: Path, init: str | None = None):
+    """The run's processor: the one of `init` when continuing, else trained once on the skills corpus."""
     path = out / "processor"
-    if not path.exists():
+    if not path.exists() and init is not None:
+        AutoProcessor.from_pretrained(init).save_pretrained(path)
+    elif not path.exists():
         tok_cfg = TokenizerConfig()
         build_processor(skills.corpus(tok_cfg.corpus_seed, tok_cfg.corpus_size), tok_cfg).save_pretrained(path)
     return AutoProcessor.from_pretrained(path)
@@ -201,8 +211,10 @@ def train(cfg: TrainConfig, resume: bool = False) -> dict:
     torch.set_num_threads(cfg.threads)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    processor = load_or_build_processor(out)
+    processor = load_or_build_processor(out, cfg.init)
     model = build_model(cfg.model, processor, seed=cfg.seed)
+    if cfg.init is not None:
+        model.load_state_dict(DiffusionGemmaForBlockDiffusion.from_pretrained(cfg.init).state_dict())
     check_vocab(model, processor, exact=True)
     optimizer = make_optimizer(model, cfg)
     start, elapsed = 0, 0.0
@@ -247,10 +259,11 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
     parser.add_argument("--lr", type=float, default=defaults.lr)
     parser.add_argument("--threads", type=int, default=defaults.threads)
+    parser.add_argument("--init", default=None, help="continue from this saved model folder (fresh optimizer)")
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args()
     cfg = TrainConfig(out=args.out, steps=args.steps, minutes=args.minutes, seed=args.seed,
-                      batch_size=args.batch_size, lr=args.lr, threads=args.threads)
+                      batch_size=args.batch_size, lr=args.lr, threads=args.threads, init=args.init)
     print(train(cfg, resume=args.resume))
 
 

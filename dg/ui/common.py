@@ -27,9 +27,10 @@ EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "assets" / "examples"
 
 
 def load_examples(folder: Path = EXAMPLES_DIR) -> dict[str, list]:
-    """examples.json as Gradio example rows: [prompt, image path or None, thinking] per group."""
+    """examples.json as Gradio example rows: [prompt, image path or None, thinking] per group (the skill
+    and reference answer that follow in the file are for checking replies)."""
     groups = json.loads((folder / "examples.json").read_text())
-    return {name: [[prompt, str(folder / image) if image else None, thinking] for prompt, image, thinking in rows]
+    return {name: [[prompt, str(folder / image) if image else None, thinking] for prompt, image, thinking, *_ in rows]
             for name, rows in groups.items() if name != "_comment"}
 
 

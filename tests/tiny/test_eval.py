@@ -11,7 +11,7 @@ from transformers import AutoProcessor, DiffusionGemmaForBlockDiffusion
 from dg.loading import EMBEDDED_MODEL, check_vocab, load
 from dg.tiny import eval as tiny_eval
 from dg.tiny import skills
-from dg.tiny.data import chat_messages
+from dg.prompts import build_inputs, decode_reply
 from dg.tiny.tokenizer import special_ids
 
 MAX_WEIGHTS_BYTES = 25 * 1024 * 1024
@@ -54,13 +54,12 @@ def test_generate_writes_a_whole_sentence_and_ends_its_turn(loaded):
     """transformers' own generate() on the shipped weights gives a story-shaped reply, not noise."""
     example = skills.make_example("story", random.Random(11))
     tok = loaded.processor.tokenizer
-    text = tok.apply_chat_template(chat_messages(example.prompt, False), tokenize=False, add_generation_prompt=True)
-    inputs = loaded.processor(text=text, return_tensors="pt")
+    inputs = build_inputs(loaded.processor, example.prompt)
     torch.manual_seed(0)
     out = loaded.model.generate(**inputs)
     new_ids = out.sequences[0, inputs["input_ids"].shape[1]:].tolist()
     assert special_ids(tok)["turn_end"] in new_ids
-    answer = tiny_eval.answer_of(tok, new_ids)
+    answer = decode_reply(tok, new_ids).answer
     assert answer.endswith(".") and len(answer.split()) >= 6, answer
 
 

@@ -4,7 +4,8 @@ import pytest
 from PIL import Image
 from transformers import AutoProcessor
 
-from dg.tiny.tokenizer import CHANNEL_END, CHANNEL_START, TURN_END, TokenizerConfig, reply_text, special_ids
+from dg.prompts import reply_text
+from dg.tiny.tokenizer import CHANNEL_END, CHANNEL_START, TURN_END, TokenizerConfig, special_ids
 
 
 def test_pad_eos_bos_keep_the_release_ids(processor):
@@ -35,25 +36,41 @@ def test_text_round_trips_through_spaces_and_byte_fallback(processor):
     assert any(t.startswith("<0x") for t in tok.convert_ids_to_tokens(ids))  # ☃ is not in the corpus
 
 
-def test_chat_template_renders_the_gemma4_turn_format(processor):
-    messages = [{"role": "user", "content": "What is 2 + 2?"}]
-    text = processor.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    assert text == "<bos><|turn>user\nWhat is 2 + 2?<turn|>\n<|turn>model\n"
+THINKING_OFF = "<bos><|turn>user\n{text}<turn|>\n<|turn>model\n<|channel>thought\n<channel|>"
+THINKING_ON = "<bos><|turn>system\n<|think|>\n<turn|>\n<|turn>user\n{text}<turn|>\n<|turn>model\n"
 
 
-def test_thinking_puts_think_at_the_top_of_a_system_turn(processor):
-    tok = processor.tokenizer
-    alone = tok.apply_chat_template([{"role": "user", "content": "Hi"}], tokenize=False,
-                                    add_generation_prompt=True, enable_thinking=True)
-    assert alone == "<bos><|turn>system\n<|think|><turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\n"
-    with_system = tok.apply_chat_template(
-        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
-        tokenize=False, add_generation_prompt=True, enable_thinking=True)
-    assert with_system.startswith("<bos><|turn>system\n<|think|>Be brief.<turn|>\n")
-    assert with_system.count("<|think|>") == 1
+def render(processor, messages, **kwargs):
+    return processor.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **kwargs)
 
 
-def test_reply_format_puts_the_thought_channel_before_the_answer():
+def test_thinking_off_renders_the_release_prompt_with_an_empty_thought_channel(processor):
+    text = render(processor, [{"role": "user", "content": "What is 2 + 2?"}])
+    assert text == THINKING_OFF.format(text="What is 2 + 2?")
+
+
+def test_thinking_on_renders_the_release_prompt_with_think_in_a_system_turn(processor):
+    text = render(processor, [{"role": "user", "content": "Hi"}], enable_thinking=True)
+    assert text == THINKING_ON.format(text="Hi")
+
+
+def test_a_system_prompt_is_plain_string_content_after_think(processor):
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+    assert render(processor, messages) == (
+        "<bos><|turn>system\nBe brief.<turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\n<|channel>thought\n<channel|>")
+    with_thinking = render(processor, messages, enable_thinking=True)
+    assert with_thinking == "<bos><|turn>system\n<|think|>\nBe brief.<turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\n"
+
+
+def test_the_processor_renders_the_same_strings_as_the_tokenizer(processor):
+    messages = [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]
+    for thinking in (False, True):
+        assert processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+                                             enable_thinking=thinking) == render(processor, messages,
+                                                                                 enable_thinking=thinking)
+
+
+def test_reply_format_opens_the_thought_channel_only_when_thinking():
     assert reply_text("42") == f"42{TURN_END}"
     assert reply_text("42", "6*7") == f"{CHANNEL_START}thought\n6*7{CHANNEL_END}42{TURN_END}"
 
@@ -73,7 +90,7 @@ def test_processor_round_trips_offline_and_expands_an_image(processor, tmp_path)
     assert 0 < n_soft <= 70
     start = ids.index(tok.convert_tokens_to_ids("<|image>"))
     assert ids[start + 1 + n_soft] == tok.convert_tokens_to_ids("<image|>")
-    assert out["pixel_values"].shape[1] == 630  # 70 soft tokens x 3x3 pooling
+    assert out["pixel_values"].shape[1] == 70 * TokenizerConfig().pooling_kernel_size ** 2  # patches
 
 
 @pytest.mark.parametrize("field, value", [("vocab_size", 10), ("corpus_size", 0), ("max_soft_tokens", 64)])

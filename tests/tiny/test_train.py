@@ -117,3 +117,25 @@ def test_a_tokenizer_that_does_not_match_the_model_is_rejected(processor):
 def test_impossible_training_settings_are_rejected_by_name(field, value):
     with pytest.raises(ValueError, match=field):
         TrainConfig(**{field: value})
+
+
+def test_init_continues_from_saved_weights_with_their_processor(run_dir, processor, tmp_path_factory):
+    train(micro_config(run_dir, steps=2, batch_size=2))
+    saved = torch.load(run_dir / "checkpoint.pt", weights_only=False)["model"]
+    follow = tmp_path_factory.mktemp("follow")
+    cfg = micro_config(follow, steps=1, batch_size=2, lr=1e-9, init=str(run_dir / "model"))
+    train(cfg)
+    assert (follow / "processor" / "tokenizer.json").read_text() == (run_dir / "model" / "tokenizer.json").read_text()
+    after = torch.load(follow / "checkpoint.pt", weights_only=False)
+    assert after["step"] == 1 and not after["optimizer"]["state"] == {}
+    for name, tensor in saved.items():  # one step at lr 1e-9 (warmup) barely moves the loaded weights
+        assert torch.allclose(tensor, after["model"][name], atol=1e-6), name
+
+
+def test_every_training_layout_fits_the_sliding_window_so_the_decoder_sees_what_the_sampler_does(processor):
+    """A batch puts the canvas after the (hidden) clean reply; with the window longer than prompt + reply +
+    canvas, sliding layers see the whole prompt there, as they do at inference."""
+    sizes = TinyModelConfig()
+    longest = max(len(e.prompt_ids) + len(e.reply_ids) for e in
+                  (encode_example(x, processor) for x in skills.sample_examples(9, 100)))
+    assert longest + sizes.canvas_length <= sizes.sliding_window

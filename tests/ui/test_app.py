@@ -93,7 +93,7 @@ def test_bad_input_gets_a_clear_message_and_the_server_keeps_serving(client, tmp
 
 
 def test_an_image_prompt_runs_with_the_picture_example(client):
-    picture = handle_file(str(ROOT / "assets" / "examples" / "three-shapes.png"))
+    picture = handle_file(str(ROOT / "assets" / "examples" / "picture-1.png"))
     final = generate(client, prompt="How many shapes are in the picture?", image=picture)
     assert "Done" in final[STATUS]
 

@@ -1,0 +1,199 @@
+"""Sampler distillation with a reward (report §5, SD·RL), at tiny scale.
+
+1. Collect: run the entropy-bound sampler (the checkpoint's own generation config) on training prompts
+   (seeds disjoint from SFT's stream and from evaluation) and keep the trajectories whose answer the
+   skill's scorer accepts: the reward.
+2. Train: the decoder learns to predict each kept trajectory's committed canvas from every noisy
+   canvas of that trajectory, with the self-conditioning it saw at that step (the previous step's
+   τ-scaled distribution, rebuilt from the step record's top-k and renormalised over it; step one has
+   none, as in the sampler). It learns to be confident earlier on its own states, so more positions
+   pass the entropy bound per step. Uniform-corruption SFT batches stay in the mix (`sft_share`) and
+   the encoder's AR loss stays on, so quality and AR mode do not drift.
+
+    python -m dg.tiny.distill --init runs/tiny/model --out runs/tiny-sd --prompts 1500 --minutes 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+from transformers import AutoProcessor, DiffusionGemmaForBlockDiffusion
+
+from dg.config import SamplerConfig
+from dg.loading import check_vocab
+from dg.prompts import build_inputs, decode_reply
+from dg.sampler import generate_diffusion
+from dg.tiny import skills
+from dg.tiny.data import Encoded, make_batch
+from dg.tiny.train import (SKILL_MIX, TrainConfig, batch_for_step, canvas_loss, decoder_kwargs, encoder_pass,
+                           lr_at, make_optimizer, losses)
+
+DISTILL_SEED_BASE = 500_000_000  # prompts for trajectories: far from SFT's stream and from eval's seeds
+SC_FLOOR = -1e4  # logit of tokens outside a record's top-k: softmax gives them ~0 mass
+
+
+@dataclass
+class DistillConfig:
+    """Single source of the distillation defaults."""
+
+    init: str = "runs/tiny/model"
+    out: str = "runs/tiny-sd"
+    prompts: int = 1500
+    minutes: float = 20.0
+    seed: int = 0
+    batch_size: int = 16
+    lr: float = 3e-4
+    sft_share: float = 0.25  # share of steps that are plain uniform-corruption SFT batches
+    threads: int = 1
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def __post_init__(self):
+        if self.prompts <= 0:
+            raise ValueError(f"prompts must be > 0, got {self.prompts}")
+        if self.minutes <= 0:
+            raise ValueError(f"minutes must be > 0, got {self.minutes}")
+        if self.batch_size <= 0:
+            raise ValueError(f"batch_size must be > 0, got {self.batch_size}")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if not 0 <= self.sft_share < 1:
+            raise ValueError(f"sft_share must be in [0, 1), got {self.sft_share}")
+
+
+@dataclass
+class Row:
+    """One decoder training row: a noisy canvas of a kept trajectory and what it must become."""
+
+    encoded: Encoded  # prompt ids (+ image) and the trajectory's own committed reply; canvas_index set
+    noisy: list[int]  # (C,) the canvas the decoder was fed at this step
+    sc_ids: object | None  # (C, k) previous step's top-k tokens; None on a canvas's first step
+    sc_probs: object | None  # (C, k) their probabilities under softmax(logits / τ)
+
+
+def trajectory_rows(trace, inputs: dict) -> list[Row]:
+    """Every step of every canvas of `trace` as a row; the targets are its committed canvases."""
+    reply = trace.token_ids
+    pixel = inputs.get("pixel_values")
+    rows = []
+    for k in range(len(trace.canvases)):
+        previous = None
+        for record in trace.steps_of(k):
+            encoded = Encoded(inputs["input_ids"][0].tolist(), reply, pixel, inputs.get("image_position_ids"),
+                              canvas_index=k)
+            sc = (None, None) if previous is None else (previous.topk_ids, previous.topk_probs)
+            rows.append(Row(encoded, record.noisy.tolist(), *sc))
+            previous = record
+    return rows
+
+
+@torch.no_grad()
+def collect(model, processor, cfg: DistillConfig, progress: bool = True) -> tuple[list[Row], dict]:
+    """Run the sampler on `cfg.prompts` training prompts; rows of the trajectories the scorer accepts."""
+    model.eval()
+    config = SamplerConfig.from_generation_config(model.generation_config).replace(backend="torch")
+    examples = skills.sample_examples(DISTILL_SEED_BASE + cfg.seed, cfg.prompts, SKILL_MIX)
+    seeds = random.Random(cfg.seed)
+    rows, kept, tpf = [], {}, {}
+    for ex in tqdm(examples, desc="collect", mininterval=10, disable=not progress):
+        inputs = build_inputs(processor, ex.prompt, images=ex.image, thinking=bool(ex.thought))
+        torch.manual_seed(seeds.randrange(2**31))
+        trace = generate_diffusion(model, inputs, config)
+        ok = skills.score(ex, decode_reply(processor.tokenizer, trace.token_ids).answer)
+        kept.setdefault(ex.skill, []).append(ok)
+        tpf.setdefault(ex.skill, []).append(trace.metrics()["tpf"])
+        if ok:
+            rows.extend(trajectory_rows(trace, inputs))
+    stats = {s: {"n": len(v), "kept": sum(v) / len(v), "tpf": sum(tpf[s]) / len(tpf[s])} for s, v in kept.items()}
+    return rows, stats
+
+
+def self_conditioning(rows: list[Row], canvas_length: int, vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logits (B, C, V), mask (B,)): log top-k probabilities, SC_FLOOR elsewhere; mask False on step one."""
+    logits = torch.full((len(rows), canvas_length, vocab_size), SC_FLOOR)
+    mask = torch.zeros(len(rows), dtype=torch.bool)
+    for i, row in enumerate(rows):
+        if row.sc_ids is None:
+            continue
+        ids = torch.as_tensor(row.sc_ids, dtype=torch.long)  # (C, k)
+        probs = torch.as_tensor(row.sc_probs, dtype=torch.float32).clamp_min(1e-12)
+        logits[i].scatter_(1, ids, probs.log())
+        mask[i] = True
+    return logits, mask
+
+
+def distill_losses(model, rows: list[Row], processor, cfg: DistillConfig) -> dict[str, torch.Tensor]:
+    """Decoder: committed canvas from the trajectory's own noisy canvas (+ its SC); encoder: AR loss."""
+    canvas_length = model.config.canvas_length
+    batch = make_batch([r.encoded for r in rows], canvas_length, processor.tokenizer, random.Random(0))
+    enc, ar_loss = encoder_pass(model, batch)
+    noisy = torch.tensor([r.noisy for r in rows])  # (B, C)
+    sc_logits, sc_mask = self_conditioning(rows, canvas_length, model.config.text_config.vocab_size)
+    logits = model(**decoder_kwargs(batch, enc, noisy), self_conditioning_logits=sc_logits,
+                   self_conditioning_mask=sc_mask).logits
+    diffusion_loss = canvas_loss(logits, batch.canvas_targets)
+    return {"loss": diffusion_loss + cfg.train.ar_weight * ar_loss, "diffusion": diffusion_loss, "ar": ar_loss}
+
+
+def distill(cfg: DistillConfig) -> dict:
+    """Collect, then train for `cfg.minutes`; saves `out/model` and returns the collection stats."""
+    torch.set_num_threads(cfg.threads)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    processor = AutoProcessor.from_pretrained(cfg.init)
+    model = DiffusionGemmaForBlockDiffusion.from_pretrained(cfg.init)
+    check_vocab(model, processor, exact=True)
+    rows, stats = collect(model, processor, cfg)
+    tqdm.write(f"collected {len(rows)} rows: {stats}")
+    if not rows:
+        raise RuntimeError("no trajectory was accepted by the scorers: train the model further first")
+    train_cfg = TrainConfig(batch_size=cfg.batch_size, lr=cfg.lr, minutes=cfg.minutes, steps=10**9,
+                            warmup_steps=20, seed=cfg.seed + 7, model=cfg.train.model)
+    optimizer = make_optimizer(model, train_cfg)
+    rng, t0, step, metrics = random.Random(cfg.seed), time.time(), 0, {}
+    model.train()
+    bar = tqdm(desc="distill", mininterval=10)
+    while time.time() - t0 < cfg.minutes * 60:
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(step, train_cfg, time.time() - t0)
+        if rng.random() < cfg.sft_share:
+            gen = torch.Generator().manual_seed(step)
+            parts = losses(model, batch_for_step(train_cfg, step, processor), train_cfg, gen)
+        else:
+            parts = distill_losses(model, rng.sample(rows, min(cfg.batch_size, len(rows))), processor, cfg)
+        optimizer.zero_grad(set_to_none=True)
+        parts["loss"].backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.clip)
+        optimizer.step()
+        metrics = {k: round(v.item(), 4) for k, v in parts.items()}
+        bar.update()
+        bar.set_postfix(metrics, refresh=False)
+        step += 1
+    model.save_pretrained(out / "model")
+    processor.save_pretrained(out / "model")
+    return {"rows": len(rows), "steps": step, "collect": stats, **metrics}
+
+
+def main() -> None:
+    defaults = DistillConfig()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--init", default=defaults.init, help="the SFT model folder to distill")
+    parser.add_argument("--out", default=defaults.out)
+    parser.add_argument("--prompts", type=int, default=defaults.prompts)
+    parser.add_argument("--minutes", type=float, default=defaults.minutes)
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--lr", type=float, default=defaults.lr)
+    parser.add_argument("--threads", type=int, default=defaults.threads)
+    args = parser.parse_args()
+    cfg = DistillConfig(init=args.init, out=args.out, prompts=args.prompts, minutes=args.minutes,
+                        seed=args.seed, lr=args.lr, threads=args.threads)
+    print(distill(cfg))
+
+
+if __name__ == "__main__":
+    main()

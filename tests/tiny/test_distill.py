@@ -1,0 +1,72 @@
+"""Sampler distillation (report §5): trajectory rows, the self-conditioning they carry, the loss."""
+
+import pytest
+import torch
+
+from dg.config import SamplerConfig
+from dg.prompts import build_inputs
+from dg.sampler import generate_diffusion
+from dg.testing import tiny_model_for
+from dg.tiny import distill
+from dg.tiny.data import make_batch
+from dg.tiny.train import decoder_kwargs, encoder_pass
+
+
+@pytest.fixture(scope="module")
+def run(processor):
+    """A sharpened random tiny model (peaky logits, so top-k carries nearly all the mass) and its trace
+    over two 16-token canvases. One full-attention layer: a training batch places the canvas after the
+    (hidden) clean reply, so a sliding window shorter than that layout would see less of the prompt
+    than the sampler does (the embedded model's window, 512, is longer than any of its sequences)."""
+    torch.set_num_threads(1)
+    model = tiny_model_for(processor, sharpen=40.0, layers=1)
+    inputs = build_inputs(processor, "Compute 12 + 30.")
+    config = SamplerConfig.from_generation_config(model.generation_config, max_new_tokens=32,
+                                                  max_denoising_steps=5, backend="torch")
+    torch.manual_seed(0)
+    return model, inputs, generate_diffusion(model, inputs, config)
+
+
+def test_every_step_of_every_canvas_becomes_a_row_aimed_at_its_committed_canvas(run):
+    model, inputs, trace = run
+    rows = distill.trajectory_rows(trace, inputs)
+    assert len(rows) == len(trace.steps)
+    for row, record in zip(rows, trace.steps):
+        assert row.noisy == record.noisy.tolist() and row.encoded.canvas_index == record.canvas
+        assert (row.sc_ids is None) == (record.step == 1)
+        assert row.encoded.reply_ids == trace.token_ids
+
+
+def test_rows_feed_the_decoder_the_self_conditioning_the_sampler_fed_it(run, processor):
+    """Rebuilt from top-k, the SC input gives (nearly) the logits the sampler saw at that step."""
+    model, inputs, trace = run
+    rows = [r for r in distill.trajectory_rows(trace, inputs) if r.encoded.canvas_index == 0]
+    steps = trace.steps_of(0)
+    batch = make_batch([r.encoded for r in rows], 16, processor.tokenizer, None)
+    with torch.no_grad():
+        enc, _ = encoder_pass(model, batch)
+        sc, mask = distill.self_conditioning(rows, 16, model.config.text_config.vocab_size)
+        logits = model(**decoder_kwargs(batch, enc, torch.tensor([r.noisy for r in rows])),
+                       self_conditioning_logits=sc, self_conditioning_mask=mask).logits
+    for i, record in enumerate(steps):
+        scaled = logits[i] / record.temperature
+        agree = (scaled.argmax(-1).numpy() == record.argmax).mean()
+        assert agree >= 0.9, (record.step, agree)
+    assert not mask[0] and mask[1:].all()
+
+
+def test_the_distillation_loss_trains_the_decoder_towards_the_committed_canvas(run, processor):
+    model, inputs, trace = run
+    rows = distill.trajectory_rows(trace, inputs)[:4]
+    cfg = distill.DistillConfig(init="unused")
+    parts = distill.distill_losses(model, rows, processor, cfg)
+    assert torch.isfinite(parts["loss"]) and parts["diffusion"] > 0
+    parts["loss"].backward()
+    assert model.model.decoder.self_conditioning.down_proj.weight.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("field, value", [("prompts", 0), ("minutes", 0), ("batch_size", 0), ("lr", 0),
+                                          ("sft_share", 1.0)])
+def test_impossible_distillation_settings_are_rejected_by_name(field, value):
+    with pytest.raises(ValueError, match=field):
+        distill.DistillConfig(**{field: value})
