@@ -1,8 +1,8 @@
 """The model benchmark: dg's sampler vs transformers' `generate()` vs AR mode, on real prompts.
 
-One fixed prompt per skill of the tiny suite; generate() and dg interleaved after a warm-up, same
-seed per prompt, so their tokens must match. Speedup of diffusion over AR ≈ TPF / (decoder step cost
-/ AR token cost): both factors are reported. Until the embedded model (`assets/diffusiongemma-tiny`)
+One fixed prompt per skill where diffusion should win (`BENCH_SKILLS`); generate() and dg interleaved
+after a warm-up, same seed per prompt, so their tokens must match. Speedup of diffusion over AR ≈ TPF /
+(decoder step cost / AR token cost): both factors are reported. Until the embedded model (`assets/diffusiongemma-tiny`)
 exists, a random-weights tiny checkpoint built with `dg.testing.tiny_random_checkpoint` stands in
 (timings are still real; TPF is then that of a model that never settles).
 
@@ -38,14 +38,20 @@ def bench_checkpoint(model: str | None = None) -> tuple[str, str]:
     return str(FALLBACK_CHECKPOINT), "random-weights tiny stand-in (embedded model not built yet)"
 
 
+# Where diffusion should win: long, fully determined answers (json, story), a puzzle whose cells settle
+# in any order (sudoku) and a thinking trace over two canvases (arithmetic). Pictures are left out:
+# their one-sentence answers leave little to parallelise.
+BENCH_SKILLS = (("json", False), ("story", False), ("sudoku", False), ("arithmetic", True))
+
+
 def bench_prompts(seed: int = 0) -> list[dict]:
-    """One fixed prompt per skill of the tiny suite (the picture one carries its image)."""
-    from dg.tiny.skills import SKILLS, make_example
+    """One fixed held-out prompt per skill of `BENCH_SKILLS` (thinking on where the skill has a trace)."""
+    from dg.tiny.skills import make_example
 
     prompts = []
-    for i, skill in enumerate(SKILLS):
-        example = make_example(skill, random.Random(seed + i))
-        prompts.append({"skill": skill, "text": example.prompt, "image": example.image})
+    for i, (skill, thinking) in enumerate(BENCH_SKILLS):
+        example = make_example(skill, random.Random(seed + i), thinking=thinking)
+        prompts.append({"skill": skill, "text": example.prompt, "image": example.image, "thinking": thinking})
     return prompts
 
 
@@ -89,7 +95,8 @@ def bench_models(loaded, prompts: list[dict], repeats: int = 3, max_new_tokens: 
     model = loaded.model
     canvas = model.config.canvas_length
     config = loaded.sampler_config.replace(max_new_tokens=max_new_tokens or 2 * canvas, backend=backend)
-    inputs = [build_inputs(loaded.processor, p["text"], images=p["image"], device=model.device) for p in prompts]
+    inputs = [build_inputs(loaded.processor, p["text"], images=p["image"], thinking=p.get("thinking", False),
+                           device=model.device) for p in prompts]
 
     warm = run_dg(model, inputs[0], config, seed)  # warm-up: allocator, kernels, caches
     run_reference(model, inputs[0], config, seed)

@@ -26,3 +26,9 @@ def test_model_bench_reports_positive_finite_ratios_and_dg_equals_generate(check
     # speedup ≈ TPF / (step cost / AR token cost) holds exactly with one repeat
     assert summary["diffusion_vs_ar_speedup"] == pytest.approx(
         summary["tpf"] / summary["decoder_step_vs_ar_token_cost"], rel=1e-6)
+
+
+def test_the_bench_prompts_are_the_skills_where_diffusion_should_win():
+    prompts = bench_prompts()
+    assert [p["skill"] for p in prompts] == ["json", "story", "sudoku", "arithmetic"]
+    assert [p["thinking"] for p in prompts] == [False, False, False, True]  # the trace is what arithmetic shows
