@@ -10,6 +10,10 @@ strings, pinned by transformers' DiffusionGemma integration test):
 - a system prompt is string content: `<|turn>system\\n{system}<turn|>\\n` (`<|think|>\\n` first when
   thinking is on); a list of parts would render a trailing space or a Python repr with the release's
   template.
+
+User text is text: prompt and system strings are passed with `sanitize_control_tokens=True`, so a
+`<turn|>`, `<|think|>`, `<bos>` or `<|image|>` typed by a user is encoded as ordinary text pieces and
+only the template writes control tokens (decoded, those pieces read back as the typed characters).
 """
 
 import os
@@ -49,15 +53,28 @@ def open_image(image) -> Image.Image:
     return img.convert("RGB")
 
 
+def check_text(text, name: str = "prompt") -> str:
+    """`text` as a str that the tokenizer can encode: not empty, not huge, valid Unicode."""
+    if text is not None and not isinstance(text, str):
+        raise ValueError(f"{name} must be text, got {type(text).__name__}")
+    if text is None or not text.strip():
+        raise ValueError(f"{name} is empty: type a question or instruction")
+    if len(text) > MAX_PROMPT_CHARS:
+        raise ValueError(f"{name} is {len(text)} characters; the limit is {MAX_PROMPT_CHARS}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:  # a lone surrogate, e.g. undecodable bytes on a command line
+        raise ValueError(f"{name} is not valid Unicode: {text[err.start]!r} at character {err.start} "
+                         "(a lone surrogate, e.g. bytes that are not UTF-8)") from None
+    return text
+
+
 def build_messages(text: str, images=(), system: str | None = None) -> list[dict]:
     """One user turn (images first, then the text), after a system turn whose content is a string."""
-    if text is None or not str(text).strip():
-        raise ValueError("prompt is empty: type a question or instruction")
-    if len(text) > MAX_PROMPT_CHARS:
-        raise ValueError(f"prompt is {len(text)} characters; the limit is {MAX_PROMPT_CHARS}")
+    text = check_text(text)
     messages = []
-    if system:
-        messages.append({"role": "system", "content": str(system)})
+    if system is not None and str(system).strip():
+        messages.append({"role": "system", "content": check_text(system, "system prompt")})
     content = [{"type": "image", "image": open_image(img)} for img in images or ()]
     content.append({"type": "text", "text": text})
     messages.append({"role": "user", "content": content})
@@ -72,7 +89,7 @@ def build_inputs(processor, text: str, images=None, thinking: bool = False, syst
     messages = build_messages(text, images, system)
     inputs = processor.apply_chat_template(
         messages, add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt",
-        enable_thinking=thinking)
+        enable_thinking=thinking, sanitize_control_tokens=True)
     inputs = dict(inputs)
     if device is not None:
         inputs = {k: v.to(device) if hasattr(v, "to") else v for k, v in inputs.items()}

@@ -39,7 +39,8 @@ class ARModel:
         messages = [{"role": "user", "content": prompt}]
         kwargs = {"enable_thinking": True} if thinking else {}
         inputs = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
-                                                    return_dict=True, return_tensors="pt", **kwargs)
+                                                    return_dict=True, return_tensors="pt",
+                                                    sanitize_control_tokens=True, **kwargs)  # user text is text
         return {k: v.to(self.model.device) for k, v in dict(inputs).items()}
 
     @property
