@@ -53,6 +53,7 @@ class SamplerConfig:
     confidence_threshold: float = 0.005
     max_new_tokens: int = 256
     backend: str = "auto"
+    end_on_pad_canvas: bool = True  # dg's rule (dg.sampler): an all-pad canvas ends the run; False = generate()
 
     def __post_init__(self):
         if not isinstance(self.max_denoising_steps, int) or self.max_denoising_steps <= 0:
@@ -69,6 +70,8 @@ class SamplerConfig:
             raise ValueError(f"confidence_threshold must be > 0, got {self.confidence_threshold!r}")
         if not isinstance(self.max_new_tokens, int) or self.max_new_tokens <= 0:
             raise ValueError(f"max_new_tokens must be an integer > 0, got {self.max_new_tokens!r}")
+        if not isinstance(self.end_on_pad_canvas, bool):
+            raise ValueError(f"end_on_pad_canvas must be True or False, got {self.end_on_pad_canvas!r}")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
 

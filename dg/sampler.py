@@ -9,6 +9,12 @@ when its argmax is stable and confident, or at the step cap; its argmax is commi
 With `backend="torch"` the ops and RNG draws are those of transformers' `model.generate()`, so after
 `torch.manual_seed(s)` both produce the same tokens (tests/test_parity.py proves it).
 
+One divergence from `generate()`, on by default: a committed canvas that holds only pad ends the run
+(finish reason "pad_canvas"). `generate()` keeps denoising canvases until `max_new_tokens`, and a model
+that answers with pad and never writes EOS would run for as many canvases as the budget allows (a
+100,000-token budget ran for minutes). `SamplerConfig(end_on_pad_canvas=False)` keeps the reference
+behaviour; every token up to that canvas is the same either way.
+
     python -m dg generate --prompt "What is 487 + 356?" --thinking
 """
 
@@ -137,6 +143,9 @@ def stream_diffusion(model, inputs: dict, config: SamplerConfig | None = None, *
         yield CanvasRecord(k, n, reason, committed[0].cpu().numpy(), tokens, hit_eos, time.perf_counter() - clock)
         if hit_eos or cur_len >= max_length:
             finish = "eos" if hit_eos else "max_new_tokens"
+            break
+        if config.end_on_pad_canvas and pad is not None and tokens == 0:
+            finish = "pad_canvas"  # dg's rule, not generate()'s: see the module docstring
             break
         pending = committed
         attention_mask = torch.nn.functional.pad(attention_mask, (0, canvas_length), value=True)

@@ -100,9 +100,11 @@ class RunEnd:
 
 
 # Why a canvas stopped (StepRecord / CanvasRecord.stop_reason) or a run ended (RunEnd.finish_reason):
-# "error" is a live run whose thread raised (dg.ui.runs); its partial trace is kept.
-FINISH_REASONS = ("eos", "max_new_tokens", "cancelled", "error")
-STOP_LABELS = {"stable_confident": "stable + confident", "step_cap": "step cap", "eos": "EOS"}
+# "error" is a live run whose thread raised (dg.ui.runs); its partial trace is kept. "pad_canvas": a
+# committed canvas held only pad, which ends a run in dg (not in generate(); see dg.sampler).
+FINISH_REASONS = ("eos", "max_new_tokens", "pad_canvas", "cancelled", "error")
+STOP_LABELS = {"stable_confident": "stable + confident", "step_cap": "step cap", "eos": "EOS",
+               "pad_canvas": "all-pad canvas: the run ends"}
 
 RECORD_TYPES = {cls.kind: cls for cls in (RunStart, StepRecord, CanvasRecord, TokenRecord, RunEnd)}
 _ARRAY_DTYPES = {"noisy": np.int64, "argmax": np.int64, "sampled": np.int64, "accepted": bool,

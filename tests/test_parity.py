@@ -1,4 +1,5 @@
-"""The instrumented sampler is transformers' generate(), token for token (torch path, CPU)."""
+"""The instrumented sampler is transformers' generate(), token for token (torch path, CPU), with the
+reference option `end_on_pad_canvas=False` (dg's all-pad rule is tested in test_pad_canvas.py)."""
 
 import pytest
 import torch
@@ -38,7 +39,7 @@ KNOBS = [
 def test_sampler_matches_generate_for_every_knob_setting(processor, knobs):
     model = tiny_model_for(processor, sharpen=40.0)
     inputs = build_inputs(processor, "Compute 12 + 30.")
-    base = dict(max_denoising_steps=12, max_new_tokens=48, backend="torch")
+    base = dict(max_denoising_steps=12, max_new_tokens=48, backend="torch", end_on_pad_canvas=False)
     config = SamplerConfig.from_generation_config(model.generation_config, **{**base, **knobs})
     mine, trace = dg_ids(model, inputs, config, seed=3)
     assert mine == reference_ids(model, inputs, config, seed=3)
@@ -49,7 +50,7 @@ def test_sampler_matches_generate_when_canvases_settle_early(processor):
     model = tiny_model_for(processor, sharpen=40.0)
     inputs = build_inputs(processor, "Write a sentence about a cat.")
     config = SamplerConfig.from_generation_config(
-        model.generation_config, confidence_threshold=0.5, max_new_tokens=48, backend="torch")
+        model.generation_config, confidence_threshold=0.5, max_new_tokens=48, backend="torch", end_on_pad_canvas=False)
     mine, trace = dg_ids(model, inputs, config, seed=0)
     assert mine == reference_ids(model, inputs, config, seed=0)
     assert any(c.stop_reason == "stable_confident" for c in trace.canvases)
@@ -60,7 +61,7 @@ def test_sampler_matches_generate_with_eos_inside_a_canvas(processor, thinking):
     model = tiny_model_for(processor, sharpen=40.0)
     inputs = build_inputs(processor, "Describe the picture.", thinking=thinking)
     config = SamplerConfig.from_generation_config(
-        model.generation_config, max_denoising_steps=8, max_new_tokens=64, backend="torch")
+        model.generation_config, max_denoising_steps=8, max_new_tokens=64, backend="torch", end_on_pad_canvas=False)
     free, _ = dg_ids(model, inputs, config, seed=1)
     # Declare a token the model writes mid-way through canvas 2 as EOS, so generation must stop there.
     eos = free[16 + 5]
@@ -76,7 +77,7 @@ def test_sampler_matches_generate_with_an_image_and_thinking(processor, picture)
     inputs = build_inputs(processor, "What colour is the circle?", images=[picture], thinking=True)
     assert "pixel_values" in inputs
     config = SamplerConfig.from_generation_config(
-        model.generation_config, max_denoising_steps=6, max_new_tokens=32, backend="torch")
+        model.generation_config, max_denoising_steps=6, max_new_tokens=32, backend="torch", end_on_pad_canvas=False)
     mine, _ = dg_ids(model, inputs, config, seed=7)
     assert mine == reference_ids(model, inputs, config, seed=7)
 
@@ -85,7 +86,7 @@ def test_seed_canvas_warm_start_matches_generate_decoder_input_ids(processor):
     model = tiny_model_for(processor, sharpen=40.0)
     inputs = build_inputs(processor, "Solve the sudoku: 12.4/3.12/2.41/41.3")
     config = SamplerConfig.from_generation_config(
-        model.generation_config, max_denoising_steps=6, max_new_tokens=32, backend="torch")
+        model.generation_config, max_denoising_steps=6, max_new_tokens=32, backend="torch", end_on_pad_canvas=False)
     seed_canvas = torch.arange(16).unsqueeze(0) + 20
     mine, trace = dg_ids(model, inputs, config, seed=5, init_canvas=seed_canvas)
     ref = reference_ids(model, inputs, config, seed=5, decoder_input_ids=seed_canvas.clone())
