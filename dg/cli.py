@@ -11,10 +11,12 @@ one-line message.
 
 import argparse
 import json
+import math
+import os
 import shutil
 import sys
 
-from dg.config import BACKENDS, KNOBS, SamplerConfig
+from dg.config import BACKENDS, KNOBS, SamplerConfig, check_seed
 from dg.trace import STOP_LABELS, Trace, record_to_dict
 
 
@@ -48,18 +50,23 @@ def run_generate(args) -> Trace:
     import torch
 
     from dg.ar import stream_ar
-    from dg.loading import load
+    from dg.loading import check_inputs, load
     from dg.prompts import build_inputs
     from dg.sampler import stream_diffusion
 
     overrides = {k.name: getattr(args, k.name) for k in KNOBS}
     overrides["backend"] = args.backend
+    seed = None if args.seed is None else check_seed(args.seed)
+    if args.mode == "ar" and args.sample and not (math.isfinite(args.ar_temperature) and args.ar_temperature > 0):
+        raise ValueError(f"--ar-temperature must be a finite number > 0, got {args.ar_temperature}")
     loaded = load(args.model, device=args.device)
     config = SamplerConfig.from_generation_config(loaded.model.generation_config, **overrides)
+    check_backend(config.backend, loaded.device)
     inputs = build_inputs(loaded.processor, args.prompt, images=args.image or None, thinking=args.thinking,
                           system=args.system, device=loaded.device)
-    if args.seed is not None:
-        torch.manual_seed(args.seed)
+    check_inputs(loaded.model, inputs, config)
+    if seed is not None:
+        torch.manual_seed(seed)
     if args.mode == "ar":
         stream = stream_ar(loaded.model, inputs, config.max_new_tokens, loaded.eos_token_ids,
                            greedy=not args.sample, temperature=args.ar_temperature, pad_token_id=loaded.pad_token_id)
@@ -74,6 +81,12 @@ def run_generate(args) -> Trace:
     if args.json:
         print(json.dumps(result_json(trace, loaded.tokenizer)))
     return trace
+
+
+def check_backend(backend: str, device) -> None:
+    """`--backend triton` needs a CUDA device (on CPU only under TRITON_INTERPRET=1, for tests)."""
+    if backend == "triton" and device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+        raise ValueError(f"--backend triton needs a CUDA device, not {device}; use --backend torch or auto")
 
 
 def result_json(trace: Trace, tokenizer) -> dict:
@@ -91,6 +104,7 @@ def result_json(trace: Trace, tokenizer) -> dict:
         "tokens_per_forward": metrics["tpf"],
         "seconds": metrics["wall_s"],
         "finish_reason": trace.end.finish_reason if trace.end else None,
+        "prompt_tokens": trace.start.prompt_length if trace.start else None,
         "metrics": metrics,
         "canvases": [record_to_dict(c) for c in trace.canvases],
         "steps": [record_to_dict(s) for s in trace.steps] or [record_to_dict(t) for t in trace.tokens],

@@ -8,6 +8,7 @@ The CLI flags and the app's sliders read their defaults, ranges and types from h
     python -c "from dg.config import SamplerConfig; print(SamplerConfig())"
 """
 
+import math
 from dataclasses import asdict, dataclass, fields, replace
 
 from dg.kernels.sampling import BACKENDS
@@ -28,8 +29,24 @@ class Knob:
         """`int` or `float`: the type of the `SamplerConfig` field this knob sets."""
         return {f.name: f.type for f in fields(SamplerConfig)}[self.name]
 
+    def check(self, value) -> int | float:
+        """`value` (a slider's or an API client's) as this knob's type, inside its range; else a ValueError
+        naming it. Whole numbers become `int` where the field is one (a slider sends 12.0)."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{self.name} must be a number, got {value!r}")
+        if not math.isfinite(value):
+            raise ValueError(f"{self.name} must be a finite number, got {value}")
+        if not self.low <= value <= self.high:
+            raise ValueError(f"{self.name} must be in [{self.low}, {self.high}], got {value}")
+        if self.kind is int:
+            if value != int(value):
+                raise ValueError(f"{self.name} must be a whole number, got {value}")
+            return int(value)
+        return float(value)
 
-# Ranges the UI offers; validation below accepts anything meaningful, not only these.
+
+# The ranges every UI and API value is held to (`SamplerConfig.with_values`); the dataclass itself
+# accepts anything meaningful (a checkpoint's defaults, the CLI), bounded by the model's context.
 KNOBS = (
     Knob("max_denoising_steps", 1, 128, 1, "Step cap per canvas (N); τ is scheduled over N steps"),
     Knob("entropy_bound", 0.01, 5.0, 0.01, "Accept the lowest-entropy tokens while Σ H − max H ≤ bound"),
@@ -39,6 +56,19 @@ KNOBS = (
     Knob("confidence_threshold", 0.0001, 1.0, 0.0001, "Stop only when mean entropy is below this"),
     Knob("max_new_tokens", 1, 4096, 1, "Token budget; rounded up to whole canvases"),
 )
+
+
+SEED_LIMIT = 2**63  # torch.manual_seed takes [0, 2^63) without wrapping
+
+
+def check_seed(value) -> int:
+    """A seed from a UI, an API client or the CLI as an int in [0, 2^63); else a ValueError. Ints stay
+    exact (2^53 + 1 is not a float)."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < SEED_LIMIT:
+        raise ValueError(f"seed must be a whole number in [0, 2^63), got {value!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -58,6 +88,10 @@ class SamplerConfig:
     def __post_init__(self):
         if not isinstance(self.max_denoising_steps, int) or self.max_denoising_steps <= 0:
             raise ValueError(f"max_denoising_steps must be an integer > 0, got {self.max_denoising_steps!r}")
+        for name in ("entropy_bound", "t_min", "t_max", "confidence_threshold"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number, got {value!r}")
         if not self.entropy_bound > 0:
             raise ValueError(f"entropy_bound must be > 0, got {self.entropy_bound!r}")
         if not self.t_min >= 0:
@@ -93,17 +127,15 @@ class SamplerConfig:
         return replace(self, **changes)
 
     def with_values(self, values: dict) -> "SamplerConfig":
-        """This config with a UI's values applied (None keeps a value); whole numbers become `int` where
-        the field is one (a slider sends 12.0). Raises ValueError naming the offending value."""
+        """This config with a UI's (or API client's) knob values applied, each held to its `KNOBS` range
+        (None keeps a value). Raises ValueError naming the offending knob or value."""
+        knobs = {k.name: k for k in KNOBS}
         changes = {}
         for name, value in values.items():
-            if value is None:
-                continue
-            if {f.name: f.type for f in fields(self)}[name] is int:
-                if float(value) != int(value):
-                    raise ValueError(f"{name} must be a whole number, got {value}")
-                value = int(value)
-            changes[name] = value
+            if name not in knobs:
+                raise ValueError(f"unknown knob {name!r}: one of {', '.join(knobs)}")
+            if value is not None:
+                changes[name] = knobs[name].check(value)
         return self.replace(**changes)
 
     def to_dict(self) -> dict:

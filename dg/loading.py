@@ -51,7 +51,18 @@ class Loaded:
 
 
 def pick_device(device=None) -> tuple[torch.device, torch.dtype]:
-    device = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    """The device (default: cuda when available) and its dtype; a ValueError for a device this machine
+    does not have or torch does not know."""
+    if not device:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(device)
+        if device.type not in ("cpu", "cuda"):
+            raise RuntimeError("dg runs on cpu or cuda[:N]")
+        torch.empty(0, device=device)  # fails here, not half-way through loading, on a missing GPU
+    except (RuntimeError, AssertionError) as err:
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"device {str(device)!r} is not usable here: {reason}") from None
     return device, torch.bfloat16 if device.type == "cuda" else torch.float32
 
 
@@ -91,6 +102,26 @@ def check_vocab(model, processor, *, exact: bool = False) -> None:
         raise ValueError(f"model image_token_id {model.config.image_token_id} != tokenizer's {image_token_id}")
 
 
+def check_inputs(model, inputs: dict, config: SamplerConfig) -> None:
+    """Refuse, before any pass runs, what the model cannot take: a prompt plus token budget (whole
+    canvases) beyond its positions, or an image with more patches along one side than the vision
+    tower has position embeddings (a very thin picture: it would fail half-way with an IndexError)."""
+    limit = model.config.get_text_config().max_position_embeddings
+    canvas = model.config.canvas_length
+    prompt = inputs["input_ids"].shape[1]
+    budget = -(-config.max_new_tokens // canvas) * canvas
+    if limit is not None and prompt + budget > limit:
+        raise ValueError(f"prompt is {prompt} tokens; with max_new_tokens {config.max_new_tokens} "
+                         f"({budget} canvas tokens) that exceeds the model's {limit} positions")
+    patches = inputs.get("image_position_ids")
+    vision = getattr(model.config, "vision_config", None)
+    if patches is not None and vision is not None:
+        side = int(patches.max()) + 1  # padding patches are -1
+        if side > vision.position_embedding_size:
+            raise ValueError(f"the image is too elongated for the vision tower: {side} patches along one "
+                             f"side, at most {vision.position_embedding_size}; crop it closer to square")
+
+
 def load(model: str | os.PathLike | None = None, device=None, dtype: torch.dtype | None = None) -> Loaded:
     from transformers import AutoProcessor, DiffusionGemmaForBlockDiffusion
     from transformers.utils import logging as hf_logging
@@ -101,10 +132,14 @@ def load(model: str | os.PathLike | None = None, device=None, dtype: torch.dtype
     device, default_dtype = pick_device(device)
     dtype = dtype or default_dtype
     local_only = {"local_files_only": True}
-    net = DiffusionGemmaForBlockDiffusion.from_pretrained(
-        source, dtype=dtype, use_safetensors=True, trust_remote_code=False, **local_only)
-    net.to(device).eval()
-    processor = AutoProcessor.from_pretrained(source, trust_remote_code=False, **local_only)
-    check_vocab(net, processor)
-    sampler_config = SamplerConfig.from_generation_config(net.generation_config)
+    try:
+        net = DiffusionGemmaForBlockDiffusion.from_pretrained(
+            source, dtype=dtype, use_safetensors=True, trust_remote_code=False, **local_only)
+        net.to(device).eval()
+        processor = AutoProcessor.from_pretrained(source, trust_remote_code=False, **local_only)
+        check_vocab(net, processor)
+        sampler_config = SamplerConfig.from_generation_config(net.generation_config)
+    except Exception as err:  # a broken config, missing or truncated weights, a foreign tokenizer: one line
+        reason = " ".join(str(err).split())[:300] or type(err).__name__
+        raise ValueError(f"cannot load the checkpoint {source}: {reason}") from err
     return Loaded(net, processor, sampler_config, source, device, dtype)

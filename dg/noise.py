@@ -12,6 +12,7 @@ the sampler's first step sees it.
 import torch
 
 from dg.config import SamplerConfig
+from dg.loading import check_inputs
 from dg.passes import (TOPK, after_prefill, decode, decoder_mask, encode, entropy, new_cache, pad_token_id,
                        positions, split_inputs, top_k)
 from dg.prompts import build_inputs
@@ -61,7 +62,9 @@ def denoise_once(model, processor, prompt: str, canvas_ids: list[int], *, thinki
         raise ValueError(f"canvas ids must be in [0, {vocab_size}), got {[i for i in ids if not 0 <= i < vocab_size]}")
     ids += [pad_token_id(model)] * (canvas_length - len(ids))
     device = model.device
-    input_ids, extra = split_inputs(build_inputs(processor, prompt, thinking=thinking, device=device))
+    inputs = build_inputs(processor, prompt, thinking=thinking, device=device)
+    check_inputs(model, inputs, config.replace(max_new_tokens=canvas_length))  # the prompt fits beside one canvas
+    input_ids, extra = split_inputs(inputs)
     prompt_length = input_ids.shape[1]
     cache = new_cache(model)
     attention_mask = torch.ones((1, prompt_length), dtype=torch.bool, device=device)

@@ -32,25 +32,30 @@ CONTROL_TOKENS = (TURN_CLOSE, TURN_OPEN, "<eos>", "<pad>", "<bos>", THINK)
 
 
 def open_image(image) -> Image.Image:
-    """A PIL image from a path or an image; a clear ValueError for anything that is not one."""
+    """A PIL image from a path or an image; a clear ValueError for anything that is not one, or one too
+    large to decode safely (the pixel count is read from the header before any decoding)."""
     if isinstance(image, Image.Image):
         img = image
     else:
         path = os.fspath(image)
         try:
             with Image.open(path) as probe:
-                size = probe.size
-                if size[0] * size[1] > MAX_IMAGE_PIXELS:
-                    raise ValueError(f"image {path} is {size[0]}×{size[1]}: larger than {MAX_IMAGE_PIXELS} pixels")
+                _check_pixels(*probe.size, name=f"image {path}")
                 probe.load()
                 img = probe.copy()
         except FileNotFoundError:
             raise ValueError(f"image not found: {path}") from None
-        except (UnidentifiedImageError, OSError) as err:
+        except Image.DecompressionBombError:  # PIL's own guard fires before ours for the largest headers
+            raise ValueError(f"image {path} is larger than {MAX_IMAGE_PIXELS} pixels") from None
+        except (UnidentifiedImageError, OSError, SyntaxError, EOFError) as err:  # PIL's errors for broken files
             raise ValueError(f"not an image: {path} ({err})") from None
-    if img.width * img.height > MAX_IMAGE_PIXELS:
-        raise ValueError(f"image is {img.width}×{img.height}: larger than {MAX_IMAGE_PIXELS} pixels")
+    _check_pixels(img.width, img.height, name="image")
     return img.convert("RGB")
+
+
+def _check_pixels(width: int, height: int, name: str) -> None:
+    if width * height > MAX_IMAGE_PIXELS:
+        raise ValueError(f"{name} is {width}×{height}: larger than {MAX_IMAGE_PIXELS} pixels")
 
 
 def check_text(text, name: str = "prompt") -> str:
@@ -58,7 +63,7 @@ def check_text(text, name: str = "prompt") -> str:
     if text is not None and not isinstance(text, str):
         raise ValueError(f"{name} must be text, got {type(text).__name__}")
     if text is None or not text.strip():
-        raise ValueError(f"{name} is empty: type a question or instruction")
+        raise ValueError(f"{name} is empty: type some text")
     if len(text) > MAX_PROMPT_CHARS:
         raise ValueError(f"{name} is {len(text)} characters; the limit is {MAX_PROMPT_CHARS}")
     try:
@@ -67,6 +72,12 @@ def check_text(text, name: str = "prompt") -> str:
         raise ValueError(f"{name} is not valid Unicode: {text[err.start]!r} at character {err.start} "
                          "(a lone surrogate, e.g. bytes that are not UTF-8)") from None
     return text
+
+
+def encode_text(tokenizer, text, name: str = "text") -> list[int]:
+    """User text as plain token pieces, without the chat template (the Learn tab's answer to noise): a
+    typed control token stays its characters."""
+    return tokenizer.encode(check_text(text, name), add_special_tokens=False, split_special_tokens=True)
 
 
 def build_messages(text: str, images=(), system: str | None = None) -> list[dict]:

@@ -1,9 +1,12 @@
 """Prompts go through the checkpoint's chat template; replies split into thought and answer."""
 
+import struct
+import zlib
+
 import pytest
 from PIL import Image
 
-from dg.prompts import MAX_PROMPT_CHARS, build_inputs, decode_reply, parse_reply, reply_text
+from dg.prompts import MAX_PROMPT_CHARS, build_inputs, decode_reply, open_image, parse_reply, reply_text
 
 
 def text_of(processor, inputs):
@@ -117,3 +120,45 @@ def test_a_lone_surrogate_is_refused_with_a_message_that_names_it(processor, tex
         build_inputs(processor, text)
     with pytest.raises(ValueError, match="system prompt is not valid Unicode"):
         build_inputs(processor, "hi", system=text)
+
+
+def png_header_only(path, width, height):
+    """A PNG that declares width × height pixels but carries almost no data: a decompression bomb's header."""
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 64))
+                     + chunk(b"IEND", b""))
+    return path
+
+
+@pytest.mark.parametrize("size", [(20000, 20000), (4100, 4100)])
+def test_an_image_too_large_to_decode_is_refused_from_its_header(tmp_path, size):
+    bomb = png_header_only(tmp_path / "bomb.png", *size)
+    with pytest.raises(ValueError, match="larger than 16777216 pixels"):
+        open_image(bomb)
+
+
+@pytest.mark.parametrize("content", [b"", b"\x89PNG\r\n\x1a\n", b"GIF89a\x01\x00", b"\xff\xd8\xff\xe0garbage"])
+def test_a_truncated_or_empty_image_file_is_not_an_image(tmp_path, content):
+    broken = tmp_path / "broken.png"
+    broken.write_bytes(content)
+    with pytest.raises(ValueError, match="not an image"):
+        open_image(broken)
+
+
+def test_a_truncated_png_body_is_not_an_image(tmp_path):
+    whole = tmp_path / "whole.png"
+    Image.new("RGB", (64, 64), "red").save(whole)
+    cut = tmp_path / "cut.png"
+    cut.write_bytes(whole.read_bytes()[:-30])
+    with pytest.raises(ValueError, match="not an image"):
+        open_image(cut)
+
+
+@pytest.mark.parametrize("mode", ["RGBA", "P", "L", "I;16", "CMYK", "1"])
+def test_odd_image_modes_become_rgb(tmp_path, mode):
+    path = tmp_path / ("odd.tiff" if mode in ("CMYK", "I;16") else "odd.png")
+    Image.new(mode, (40, 30)).save(path)
+    assert open_image(path).mode == "RGB"

@@ -14,7 +14,7 @@ import gradio as gr
 import torch
 
 from dg.ui import generate_tab, learn_tab, race, race_tab
-from dg.ui.common import Shared
+from dg.ui.common import Shared, guard_inputs
 from dg.ui.runs import share_cpu
 
 MAX_UPLOAD = "20mb"
@@ -32,7 +32,7 @@ def build_app(loaded, ar_model=None, concurrency: int = 8) -> gr.Blocks:
             race_tab.build(loaded, shared, generate, ar_model)
         with gr.Tab("Learn"):
             learn_tab.build(loaded, shared, generate)
-    return demo.queue(default_concurrency_limit=concurrency)
+    return guard_inputs(demo.queue(default_concurrency_limit=concurrency))
 
 
 def free_port() -> int:

@@ -9,6 +9,8 @@ the page goes away, and tells the user when a run failed or was stopped.
 
 import inspect
 import json
+import math
+import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,6 +19,7 @@ from pathlib import Path
 import gradio as gr
 
 from dg.config import KNOBS
+from dg.ui import runs
 from dg.ui.runs import DEFAULT_FPS, LiveRun, Sessions, awatch, prepare_run
 from dg.ui.session import History
 
@@ -51,6 +54,40 @@ class Shared:
         return "Stopping… what was produced so far stays in the replay." if n else "Nothing is running."
 
 
+UNREADABLE = {"InvalidPathError": "only files uploaded to this app can be used",
+              "ValidationError": "a file input takes an uploaded file"}
+
+
+def guard_inputs(demo: gr.Blocks) -> gr.Blocks:
+    """An API client can send any JSON for any input: a value a component cannot read (a word for a
+    slider, a list for a number) and a NaN or infinity become a one-line message naming the input,
+    before any handler runs. Gradio's own messages (out of range, not a choice) pass unchanged."""
+    preprocess = demo.preprocess_data
+
+    async def checked(block_fn, inputs, state, explicit_call=False):
+        try:
+            values = await preprocess(block_fn, inputs, state, explicit_call)
+        except gr.Error:
+            raise
+        except Exception as err:  # Gradio's ComponentProcessingError, a file model's ValidationError, …
+            at = re.search(r"at index (\d+)", str(err))
+            name = _label(block_fn.inputs[int(at.group(1))]) if at else "an input"
+            why = next((ln for ln in str(err).splitlines() if ln.startswith("Expected")), None)
+            why = why or UNREADABLE.get(type(err).__name__, type(err).__name__)
+            raise gr.Error(f"{name} cannot take that value: {why[:200]}", title="Can't run that") from None
+        for block, value in zip(block_fn.inputs, values):
+            if isinstance(value, float) and not math.isfinite(value):
+                raise gr.Error(f"{_label(block)} must be a finite number, got {value}", title="Can't run that")
+        return values
+
+    demo.preprocess_data = checked
+    return demo
+
+
+def _label(block) -> str:
+    return getattr(block, "label", None) or block.get_block_name()
+
+
 def session_id(request) -> str:
     return request.session_hash if request is not None else ""
 
@@ -68,6 +105,12 @@ def prepare(loaded, prompt, image, thinking, seed, knobs) -> tuple:
     """`dg.ui.runs.prepare_run` on the sliders' values, in order of `KNOBS`; bad input → gr.Error."""
     with refused_input():
         return prepare_run(loaded, prompt, image, thinking, seed, dict(zip(KNOB_NAMES, knobs)))
+
+
+def vary(loaded, inputs, config, knob, value):
+    """`dg.ui.runs.vary`: A/B's B config, held to the knob ranges and the context check; bad input → gr.Error."""
+    with refused_input():
+        return runs.vary(loaded, inputs, config, knob, value)
 
 
 async def stream(shared: Shared, request, runs: list[LiveRun], draw: Callable[..., dict],

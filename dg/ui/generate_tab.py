@@ -14,7 +14,7 @@ import gradio as gr
 from dg.config import KNOBS
 from dg.prompts import open_image
 from dg.trace import Trace
-from dg.ui.common import KNOB_NAMES, Shared, load_examples, named, picker, prepare, refused_input, stream
+from dg.ui.common import KNOB_NAMES, Shared, load_examples, named, picker, prepare, stream, vary
 from dg.ui.runs import diffusion_run, waiting_message
 from dg.ui.session import compare_table, scratch_dir, summary
 from dg.view import export, plots, render
@@ -285,8 +285,7 @@ def _wire_ab(loaded, shared: Shared, inputs: Inputs, views: Views, results: Resu
     async def ab(prompt, image, thinking, seed, *rest, request=None):
         *knobs, knob, value, history = rest
         run_inputs, config_a, seed = prepare(loaded, prompt, image, thinking, seed, knobs)
-        with refused_input():
-            config_b = config_a.with_values({knob: value})
+        config_b = vary(loaded, run_inputs, config_a, knob, value)
         if config_b == config_a:
             gr.Warning(f"B sets {knob} = {value}, the same as A: both runs will match.")
         a = diffusion_run(loaded, run_inputs, config_a, seed, label="A").start()

@@ -9,8 +9,10 @@ recorded step (`dg.view.walkthrough`) of the run and step picked in the Generate
 import gradio as gr
 import torch
 
+from dg.config import check_seed
 from dg.noise import corrupt, denoise_once
-from dg.ui.common import Shared, load_examples
+from dg.prompts import encode_text
+from dg.ui.common import Shared, load_examples, refused_input
 from dg.ui.generate_tab import GenerateTab
 from dg.ui.session import scratch_dir
 from dg.view import export, walkthrough
@@ -33,10 +35,10 @@ def _forward_process(loaded) -> None:
     vocab, canvas_length = loaded.model.config.text_config.vocab_size, loaded.model.config.canvas_length
 
     def noised(sentence, t, seed) -> tuple[list, list, list]:
-        ids = tok.encode(sentence or "", add_special_tokens=False)[:canvas_length]
-        if not ids:
-            raise gr.Error("Type an answer to noise.")
-        noisy, replaced = corrupt(torch.tensor([ids]), vocab, float(t), torch.Generator().manual_seed(int(seed or 0)))
+        with refused_input():  # typed control tokens stay text; a seed is checked as Generate checks it
+            ids = encode_text(tok, sentence, "answer to noise")[:canvas_length]
+            generator = torch.Generator().manual_seed(check_seed(0 if seed is None else seed))
+        noisy, replaced = corrupt(torch.tensor([ids]), vocab, float(t), generator)
         return ids, noisy[0].tolist(), replaced[0].tolist()
 
     def noise(sentence, t, seed):

@@ -25,7 +25,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 import torch
 
 from dg.ar import stream_ar
-from dg.config import SamplerConfig
+from dg.config import SamplerConfig, check_seed
+from dg.loading import check_inputs
 from dg.prompts import build_inputs, open_image
 from dg.sampler import stream_diffusion
 from dg.trace import RunEnd, Trace
@@ -199,32 +200,27 @@ def prepare_run(loaded, prompt: str, image, thinking: bool, seed, knobs: dict) -
     Raises ValueError naming the offending value; nothing has started yet when it does.
     """
     config = loaded.sampler_config.with_values(knobs)
-    if seed is None or float(seed) != int(seed) or not 0 <= int(seed) < 2**63:
-        raise ValueError(f"seed must be a whole number in [0, 2^63), got {seed}")
+    seed = check_seed(seed)
     try:
         picture = open_image(image) if image else None
     except ValueError as err:  # name the upload, not the server's temp path
         raise ValueError(str(err).replace(str(image), f"'{os.path.basename(str(image))}'")) from None
     inputs = build_inputs(loaded.processor, prompt, images=picture, thinking=bool(thinking), device=loaded.device)
-    check_context(loaded.model, inputs, config)
-    return inputs, config, int(seed)
+    check_inputs(loaded.model, inputs, config)
+    return inputs, config, seed
+
+
+def vary(loaded, inputs: dict, config: SamplerConfig, knob: str, value) -> SamplerConfig:
+    """`config` with one more knob set (A/B's B), held to the same ranges and context check as a run."""
+    changed = config.with_values({knob: value})
+    check_inputs(loaded.model, inputs, changed)
+    return changed
 
 
 def waiting_message(run: LiveRun) -> str:
     if run.queued:
         return "⏳ waiting: another run holds the model (runs take turns, so a seed always gives the same canvas)"
     return "running… (encoder pass and first decoder step)"
-
-
-def check_context(model, inputs: dict, config: SamplerConfig) -> None:
-    """Refuse a run whose prompt plus token budget (whole canvases) exceeds the model's positions."""
-    limit = model.config.get_text_config().max_position_embeddings
-    canvas = model.config.canvas_length
-    prompt = inputs["input_ids"].shape[1]
-    budget = -(-config.max_new_tokens // canvas) * canvas
-    if limit is not None and prompt + budget > limit:
-        raise ValueError(f"prompt is {prompt} tokens; with max_new_tokens {config.max_new_tokens} "
-                         f"({budget} canvas tokens) that exceeds the model's {limit} positions")
 
 
 def main() -> None:

@@ -108,10 +108,13 @@ def test_sessions_stop_only_the_runs_of_the_session_that_asked(loaded, inputs):
     (dict(prompt="x" * 30_000), "limit is"),
     (dict(seed=-1), "seed must be"),
     (dict(seed=1.5), "seed must be"),
-    (dict(knobs={"entropy_bound": -1.0}), "entropy_bound must be > 0"),
+    (dict(knobs={"entropy_bound": -1.0}), "entropy_bound must be in"),
     (dict(knobs={"max_denoising_steps": 2.5}), "max_denoising_steps must be a whole number"),
     (dict(knobs={"t_min": 0.9, "t_max": 0.8}), "t_max must be > t_min"),
-    (dict(knobs={"max_new_tokens": 100_000}), "positions"),
+    (dict(knobs={"max_new_tokens": 100_000}), "max_new_tokens must be in"),
+    (dict(knobs={"max_new_tokens": 4096}), "positions"),
+    (dict(seed=2**63), "seed must be"),
+    (dict(seed=float("nan")), "seed must be"),
 ])
 def test_prepare_run_refuses_bad_input_with_a_message_that_names_it(loaded, change, message):
     values = dict(prompt=PROMPT, image=None, thinking=False, seed=0, knobs={}) | change
@@ -124,3 +127,16 @@ def test_prepare_run_refuses_a_file_that_is_not_an_image_by_its_name(loaded, tmp
     bad.write_text("not a picture")
     with pytest.raises(ValueError, match="not an image: 'notes.png'"):
         live.prepare_run(loaded, PROMPT, str(bad), False, 0, {})
+
+
+@pytest.mark.parametrize("seed", [2**53 + 1, 2**63 - 1])
+def test_prepare_run_keeps_a_large_seed_exact(loaded, seed):
+    assert live.prepare_run(loaded, PROMPT, None, False, seed, {})[2] == seed
+
+
+def test_a_b_config_is_held_to_the_ranges_and_the_context_check(loaded):
+    inputs, config, _ = live.prepare_run(loaded, PROMPT, None, False, 0, {})
+    for value, message in ((1e6, "max_new_tokens must be in"), (float("inf"), "finite"), (4096, "positions")):
+        with pytest.raises(ValueError, match=message):
+            live.vary(loaded, inputs, config, "max_new_tokens", value)
+    assert live.vary(loaded, inputs, config, "max_new_tokens", 32).max_new_tokens == 32
