@@ -21,8 +21,11 @@ MAX_UPLOAD = "20mb"
 DEFAULT_PORT = 7860
 
 
-def build_app(loaded, ar_model=None, concurrency: int = 8) -> gr.Blocks:
-    """The whole demo on one loaded DiffusionGemma (and an optional separate AR model), queue enabled."""
+def build_app(loaded, ar_model=None, concurrency: int = 64) -> gr.Blocks:
+    """The whole demo on one loaded DiffusionGemma (and an optional separate AR model), queue enabled.
+
+    `concurrency` bounds the open events per listener; the model itself is shared by dg.ui.turns,
+    whose line shows a waiting user their place (Gradio's own queue would not show it in the page)."""
     with gr.Blocks(title="DiffusionGemma, step by step") as demo:
         gr.Markdown(f"# DiffusionGemma, step by step\n`{loaded.describe()}`")
         shared = Shared.create()  # this session's finished runs, for the replay; every session's live runs

@@ -73,7 +73,7 @@ def guard_inputs(demo: gr.Blocks) -> gr.Blocks:
             at = re.search(r"at index (\d+)", str(err))
             name = _label(block_fn.inputs[int(at.group(1))]) if at else "an input"
             why = next((ln for ln in str(err).splitlines() if ln.startswith("Expected")), None)
-            why = why or UNREADABLE.get(type(err).__name__, type(err).__name__)
+            why = why or UNREADABLE.get(type(err).__name__) or (str(err).strip().splitlines() or [type(err).__name__])[0]
             raise gr.Error(f"{name} cannot take that value: {why[:200]}", title="Can't run that") from None
         for block, value in zip(block_fn.inputs, values):
             if isinstance(value, float) and not math.isfinite(value):
@@ -116,17 +116,19 @@ def vary(loaded, inputs, config, knob, value):
 async def stream(shared: Shared, request, runs: list[LiveRun], draw: Callable[..., dict],
                  fps: float = FPS) -> AsyncIterator[dict]:
     """Yield `draw(*snapshots)` as the started `runs` progress, each update only the views that changed."""
-    shared.sessions.add(session_id(request), *runs)
+    with refused_input():  # one live action per session
+        shared.sessions.add(session_id(request), *runs)
     shown = {}  # what the page already has: unchanged views are not sent again
     try:
         async for frames in awatch(runs, fps):
             views = draw(*frames)
-            if update := {c: v for c, v in views.items() if shown.get(c) != v}:
-                yield update
+            # an empty update too: at each heartbeat Gradio learns whether the page is still there
+            yield {c: v for c, v in views.items() if shown.get(c) != v}
             shown = views
     finally:
         for run in runs:
             run.stop()  # the page went away or the runs ended: stop sampling either way
+        shared.sessions.discard(session_id(request), *runs)
     for run in runs:
         notify(run)
 
@@ -134,6 +136,9 @@ async def stream(shared: Shared, request, runs: list[LiveRun], draw: Callable[..
 def notify(run: LiveRun) -> None:
     if run.error:
         gr.Warning(f"The run failed: {run.error}. What it produced so far is kept.")
+    elif run.over_budget:
+        gr.Info(f"Stopped at the run's budget ({run.over_budget}), so other users get their turn; the partial "
+                "run is kept.")
     elif run.trace.end is not None and run.trace.end.finish_reason == "cancelled":
         gr.Info(f"Stopped after {len(run.trace.steps or run.trace.tokens)} steps; the partial run is kept.")
 

@@ -6,8 +6,9 @@ loop) and gets a consistent snapshot whenever new records arrived. Generation ne
 drawing; every step stays in the trace for the replay, however many frames were drawn.
 A `threading.Event` stops a run between two steps; what was produced so far stays in the trace.
 
-The sampler draws from torch's global RNG, so diffusion runs take `RNG_LOCK` from
-`torch.manual_seed(seed)` to their last step: a seed gives the same canvas even with several users.
+Runs of every session share the model through `dg.ui.turns`: a fair line for a place, then one
+step per turn, each run within a budget; a seeded run keeps its own RNG state across turns, so a
+seed gives the same canvas however many users run at once.
 
 `prepare_run` validates what a user set (prompt, image, seed, knobs) before any thread starts.
 A run whose thread raises ends with finish_reason "error" and keeps its partial trace.
@@ -30,8 +31,8 @@ from dg.loading import check_inputs
 from dg.prompts import build_inputs, open_image
 from dg.sampler import stream_diffusion
 from dg.trace import RunEnd, Trace
+from dg.ui.turns import TURNS, Ticket, Turns
 
-RNG_LOCK = threading.Lock()  # held by every seeded run, from manual_seed to its last draw
 DEFAULT_FPS = 14.0  # ≥ 10 frames/s on screen; each frame costs the sampler CPU on a small machine
 HEARTBEAT_S = 0.5  # a frame at least this often, so a waiting UI can say why
 
@@ -40,12 +41,15 @@ class LiveRun:
     """One run in a background thread. `body(emit, cancel)` produces records and calls `emit` for each."""
 
     def __init__(self, body: Callable, *, seed: int | None = None, label: str = "",
-                 start_gate: threading.Barrier | None = None):
+                 start_gate: threading.Barrier | None = None, turns: Turns | None = None):
         self.body, self.seed, self.label, self.start_gate = body, seed, label, start_gate
         self.trace = Trace()
         self.cancel = threading.Event()
+        self.turns = turns or TURNS
+        self.ticket = Ticket(seed, self.cancel, group=start_gate)  # a race's two sides are placed together
         self.error: str | None = None
-        self.queued = True  # True until the run holds the RNG and starts
+        self.queued = True  # True until the run first holds the model
+        self.started_at: float | None = None  # perf_counter() when it did
         self._count = 0
         self._finished = False
         self._lock = threading.Lock()
@@ -69,29 +73,31 @@ class LiveRun:
         with self._lock:
             self.trace.add(record)
             self._count += 1
+        if record.kind != "end":
+            self.turns.step_done(self.ticket, counted=record.kind in ("step", "token"))
 
     def _work(self) -> None:
         try:
-            if self.seed is None:
-                self._run()
-            else:
-                with RNG_LOCK:
-                    self._run()
+            if self.start_gate is not None:
+                self.start_gate.wait()
+            if self.turns.place(self.ticket):  # False: stopped while waiting in line
+                self.turns.take(self.ticket)  # seeds torch's RNG right before the run, as the CLI does
+                self.queued, self.started_at = False, time.perf_counter()
+                if not self.cancel.is_set():
+                    self.body(self._emit, self.cancel)
         except Exception as err:  # the UI shows it; the partial trace stays
             self.error = f"{type(err).__name__}: {err}"
             if self.trace.start is not None and self.trace.end is None:
                 ends = (*self.trace.steps, *self.trace.canvases, *self.trace.tokens)
                 self._emit(RunEnd("error", 0, 0, max((r.t for r in ends), default=0.0)))
         finally:
+            self.turns.leave(self.ticket)
             self._finished = True
 
-    def _run(self) -> None:
-        if self.start_gate is not None:
-            self.start_gate.wait()
-        if self.seed is not None:
-            torch.manual_seed(self.seed)  # right before the run, as the CLI does
-        self.queued = False
-        self.body(self._emit, self.cancel)
+    @property
+    def over_budget(self) -> str | None:
+        """What the run used up when its budget stopped it (e.g. '60.0 s of model time'), else None."""
+        return self.ticket.over_budget
 
     @property
     def finished(self) -> bool:
@@ -146,7 +152,8 @@ def _polls(runs, fps):
         fresh = counts != seen or finished or now - last >= HEARTBEAT_S
         if fresh:
             seen, last = counts, now
-        yield (tuple(r.snapshot() for r in runs) if fresh else None), (None if finished else now + interval)
+        wait = HEARTBEAT_S if all(r.queued and not r.finished for r in runs) else interval  # in line: idle
+        yield (tuple(r.snapshot() for r in runs) if fresh else None), (None if finished else now + wait)
         if finished:
             return
 
@@ -174,16 +181,39 @@ def ar_run(loaded, inputs: dict, max_new_tokens: int, *, label: str = "",
 
 
 class Sessions:
-    """The live runs of each browser session, so a Stop click reaches the run its session started."""
+    """The live runs of each browser session, so a Stop click reaches the run its session started; a
+    session has one live action (a run, an A/B pair or a race) at a time, and nothing once it ended."""
 
     def __init__(self):
         self._runs: dict[str, list[LiveRun]] = {}
         self._lock = threading.Lock()
 
     def add(self, session: str, *runs: LiveRun) -> None:
+        """Register the runs of one action; a ValueError (and the runs stopped) if the session already
+        has unfinished runs: one client cannot queue many runs ahead of other sessions."""
         with self._lock:
-            alive = [r for r in self._runs.get(session, []) if not r.finished]
-            self._runs[session] = alive + list(runs)
+            busy = any(not r.finished for r in self._runs.get(session, []))
+            if not busy:
+                self._runs[session] = list(runs)
+        if busy:
+            for run in runs:
+                run.stop()
+            raise ValueError("this session already has a run going: wait for it to finish or press Stop")
+        for run in runs:
+            run.ticket.session = session
+
+    def discard(self, session: str, *runs: LiveRun) -> None:
+        """Forget these runs (they ended or their page went away): no session keeps finished runs here."""
+        with self._lock:
+            left = [r for r in self._runs.get(session, []) if r not in runs]
+            if left:
+                self._runs[session] = left
+            else:
+                self._runs.pop(session, None)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return sum(len(runs) for runs in self._runs.values())
 
     def stop(self, session: str) -> int:
         """Set the cancel event of every unfinished run of `session`; return how many there were."""
@@ -218,8 +248,13 @@ def vary(loaded, inputs: dict, config: SamplerConfig, knob: str, value) -> Sampl
 
 
 def waiting_message(run: LiveRun) -> str:
+    """The status of a run that has no step yet: its place in line, or that it is starting."""
     if run.queued:
-        return "⏳ waiting: another run holds the model (runs take turns, so a seed always gives the same canvas)"
+        place = run.turns.position(run.ticket)
+        if place is not None:
+            return (f"⏳ waiting in line: **{place}** of {run.turns.load()['waiting']}. {run.turns.slots} runs share "
+                    f"the model step by step, each within its budget; yours starts when one ends.")
+        return "⏳ starting…"
     return "running… (encoder pass and first decoder step)"
 
 
