@@ -10,6 +10,7 @@ Metrics (report §3.4; see ../README.md):
   `tokens_per_forward` omits the K − 1 (kept here as `tpf_transformers`).
 - Effective steps: token-weighted mean of steps per canvas.
 - Effective tok/s = generated tokens / wall time; TTFT = time to the first committed token.
+- Generated tokens never count pad, in either mode (a committed canvas's pad after EOS, an AR pad).
 
     python -m pytest tests/test_trace.py -q
 """
@@ -199,12 +200,14 @@ def compute_metrics(trace: Trace) -> dict:
     """NFE, TPF (report §3.4), effective steps, TTFT and throughputs of a (possibly partial) run."""
     wall = trace.end.t if trace.end else max([r.t for r in (*trace.steps, *trace.canvases, *trace.tokens)], default=0.0)
     if trace.mode == "ar":
-        n = len(trace.tokens)
-        nfe = trace.end.encoder_forwards if trace.end else n
-        ttft = trace.tokens[0].t if trace.tokens else None
+        pad = trace.start.pad_token_id if trace.start else None
+        output = [r for r in trace.tokens if r.token_id != pad]  # pad is no output, as in a committed canvas
+        n = len(output)
+        nfe = trace.end.encoder_forwards if trace.end else len(trace.tokens)
+        ttft = output[0].t if output else None
         return _rates(tokens=n, nfe=nfe, tpf=n / nfe if nfe else 0.0, tpf_transformers=n / nfe if nfe else 0.0,
-                      effective_steps=1.0 if n else 0.0, total_steps=n, canvases=0, wall=wall, ttft=ttft,
-                      parallel=None)
+                      effective_steps=1.0 if n else 0.0, total_steps=len(trace.tokens), canvases=0, wall=wall,
+                      ttft=ttft, parallel=None)
     total_steps = len(trace.steps)
     k = len(trace.canvases)
     tokens = sum(c.tokens for c in trace.canvases)

@@ -1,7 +1,9 @@
 """Plotly figures of a trace: entropy heatmap, settle steps, accepted per step, canvases, AR race.
 
-Pure functions: a `Trace` in, a `plotly.graph_objects.Figure` out, titled with the metric it shows.
-Every figure also renders for an empty or partial trace (the app draws them while a run streams).
+Pure functions: a `Trace` in, a `plotly.graph_objects.Figure` out, titled with the metric it shows
+(titles short enough for half of a 1024-px page) and transparent, so it reads in light and dark
+themes. Steps are run steps counted from 1, as the replay slider counts them. Every figure also
+renders for an empty or partial trace (the app draws them while a run streams).
 
     python -m pytest tests/view/test_plots.py -q
 """
@@ -11,19 +13,34 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dg.view.render import channels
-from dg.view.theme import AR_COLOR, STATE_COLORS, THOUGHT_COLOR
+from dg.view.theme import AR_COLOR, PLOT_AXES, PLOT_LAYOUT, STATE_COLORS, THOUGHT_COLOR
+
+LEGEND_ON_TOP = dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0)  # clear of the x-axis title
 
 
-def _empty(title: str, message: str = "no steps yet") -> go.Figure:
-    fig = go.Figure(layout=dict(title=title))
-    fig.add_annotation(text=message, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
+def _styled(fig: go.Figure, title: str, **layout) -> go.Figure:
+    """The theme's transparent layout, the title and any further layout."""
+    fig.update_layout(**PLOT_LAYOUT)
+    fig.update_layout(title_text=title, **layout)
+    fig.update_xaxes(**PLOT_AXES)
+    fig.update_yaxes(**PLOT_AXES)
     return fig
 
 
+def _empty(title: str, message: str = "no steps yet") -> go.Figure:
+    fig = go.Figure()
+    fig.add_annotation(text=message, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return _styled(fig, title)
+
+
 def _step_labels(steps) -> list[str]:
-    return [f"c{r.canvas + 1}·s{r.step}" for r in steps]
+    return [f"run step {i + 1}: canvas {r.canvas + 1} · step {r.step}" for i, r in enumerate(steps)]
+
+
+def _run_steps(steps) -> list[int]:
+    return list(range(1, len(steps) + 1))
 
 
 def entropy_heatmap(trace, canvas: int | None = None) -> go.Figure:
@@ -37,15 +54,14 @@ def entropy_heatmap(trace, canvas: int | None = None) -> go.Figure:
     text = np.where(accepted, "accepted", "renoised")
     labels = np.array(_step_labels(steps))[None].repeat(z.shape[0], 0)  # (C, S)
     fig = go.Figure(go.Heatmap(
-        z=z, x=list(range(len(steps))), y=list(range(z.shape[0])), colorscale="Viridis",
+        z=z, x=_run_steps(steps), y=list(range(z.shape[0])), colorscale="Viridis",
         colorbar=dict(title="H (nats)"), text=text, customdata=labels,
         hovertemplate="position %{y}<br>%{customdata}<br>H=%{z:.3f}<br>%{text}<extra></extra>"))
     for i in range(1, len(steps)):
         if steps[i].canvas != steps[i - 1].canvas:
-            fig.add_vline(x=i - 0.5, line=dict(color="white", width=2))
-    fig.update_layout(title=title, xaxis_title="step (all canvases in order)", yaxis_title="canvas position",
-                      yaxis=dict(autorange="reversed"))
-    return fig
+            fig.add_vline(x=i + 0.5, line=dict(color="white", width=2))  # between run steps i and i + 1
+    return _styled(fig, title, xaxis_title="run step (canvases in order)", yaxis_title="canvas position",
+                   yaxis=dict(autorange="reversed"))
 
 
 def settle_matrix(trace) -> np.ndarray:
@@ -62,24 +78,24 @@ def settle_matrix(trace) -> np.ndarray:
 
 def settle_steps(trace) -> go.Figure:
     """Heatmap canvas × position of the step from which the argmax no longer changed."""
-    title = "Settle step: the step from which each position's argmax stopped changing"
+    title = "Settle step per position"
     z = settle_matrix(trace)
     if z.size == 0:
         return _empty(title)
     fig = go.Figure(go.Heatmap(
         z=z, x=list(range(z.shape[1])), y=[f"canvas {k + 1}" for k in range(z.shape[0])],
         colorscale="Magma", colorbar=dict(title="step"),
-        hovertemplate="%{y}, position %{x}<br>settled at step %{z}<extra></extra>"))
-    fig.update_layout(title=title, xaxis_title="canvas position", yaxis=dict(autorange="reversed"))
-    return fig
+        hovertemplate="%{y}, position %{x}<br>argmax unchanged from step %{z} on<extra></extra>"))
+    return _styled(fig, title, xaxis_title="canvas position (colour: the step its argmax stopped changing)",
+                   yaxis=dict(autorange="reversed"))
 
 
 def accepted_per_step(trace) -> go.Figure:
     """Accepted tokens per step (bars) and the entropy budget used, Σ H − max H over the bound (line)."""
-    title = "Accepted tokens per step and entropy budget used"
+    title = "Accepted per step, entropy budget used"
     if not trace.steps:
         return _empty(title)
-    x = list(range(len(trace.steps)))
+    x = _run_steps(trace.steps)
     labels = _step_labels(trace.steps)
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     fig.add_trace(go.Bar(x=x, y=[r.n_accepted for r in trace.steps], name="accepted", customdata=labels,
@@ -89,9 +105,9 @@ def accepted_per_step(trace) -> go.Figure:
     fig.add_trace(go.Scatter(x=x, y=used, name="budget used (Σ H − max H) / bound", mode="lines+markers",
                              customdata=labels, line=dict(color=STATE_COLORS["remelted"]),
                              hovertemplate="%{customdata}: %{y:.0%} of the bound<extra></extra>"), secondary_y=True)
-    fig.update_layout(title=title, xaxis_title="step (all canvases in order)", legend=dict(orientation="h"))
+    _styled(fig, title, xaxis_title="run step (canvases in order)", legend=LEGEND_ON_TOP)
     fig.update_yaxes(title_text="accepted tokens", secondary_y=False)
-    fig.update_yaxes(title_text="budget used", range=[0, 1.05], tickformat=".0%", secondary_y=True)
+    fig.update_yaxes(title_text="budget used", range=[0, 1.05], tickformat=".0%", secondary_y=True, showgrid=False)
     return fig
 
 
@@ -111,7 +127,7 @@ def canvas_token_shares(trace, tokenizer) -> list[dict]:
 
 def canvas_timeline(trace, tokenizer) -> go.Figure:
     """Denoising steps per canvas, and the share of each canvas's tokens that were thought vs answer."""
-    title = "Steps per canvas and thought vs answer tokens"
+    title = "Steps and tokens per canvas"
     rows = canvas_token_shares(trace, tokenizer)
     if not rows:
         return _empty(title, "no committed canvas yet")
@@ -125,17 +141,19 @@ def canvas_timeline(trace, tokenizer) -> go.Figure:
                   row=2, col=1)
     fig.add_trace(go.Bar(x=x, y=[r["answer"] for r in rows], name="answer", marker_color=STATE_COLORS["accepted"]),
                   row=2, col=1)
-    fig.update_layout(title=title, barmode="stack", legend=dict(orientation="h"))
-    return fig
+    fig.update_annotations(font_color=PLOT_LAYOUT["font"]["color"])  # the subplot titles
+    return _styled(fig, title, barmode="stack")  # legend at the side: the subplot titles hold the top
 
 
 def race_points(trace) -> tuple[list[float], list[int]]:
-    """(wall seconds, tokens committed so far), starting at (0, 0): canvas commits or AR tokens."""
+    """(wall seconds, tokens committed so far), starting at (0, 0): canvas commits or AR tokens; pad is
+    not counted on either side (as the metrics count tokens)."""
     times, counts = [0.0], [0]
     if trace.mode == "ar":
+        pad = trace.start.pad_token_id if trace.start else None
         for r in trace.tokens:
             times.append(r.t)
-            counts.append(r.index + 1)
+            counts.append(counts[-1] + int(r.token_id != pad))
     else:
         for c in trace.canvases:
             times.append(c.t)
@@ -148,7 +166,7 @@ def race_chart(diffusion_trace, ar_trace) -> go.Figure:
     d_rate = diffusion_trace.metrics()["effective_tok_s"]
     a_rate = ar_trace.metrics()["effective_tok_s"]
     speedup = f"diffusion {d_rate / a_rate:.1f}× AR" if d_rate > 0 and a_rate > 0 else "speedup: n/a yet"
-    title = f"Tokens committed vs wall time ({speedup}; {d_rate:.1f} vs {a_rate:.1f} tok/s)"
+    title = f"Tokens vs wall time: {speedup} ({d_rate:.1f} vs {a_rate:.1f} tok/s)"
     fig = go.Figure()
     t, n = race_points(diffusion_trace)
     fig.add_trace(go.Scatter(x=t, y=n, name="diffusion (per canvas)", mode="lines+markers", line_shape="hv",
@@ -156,6 +174,5 @@ def race_chart(diffusion_trace, ar_trace) -> go.Figure:
     t, n = race_points(ar_trace)
     fig.add_trace(go.Scatter(x=t, y=n, name="AR (per token)", mode="lines", line_shape="hv",
                              line=dict(color=AR_COLOR)))
-    fig.update_layout(title=title, xaxis_title="wall time (s)", yaxis_title="tokens committed",
-                      legend=dict(orientation="h"))
-    return fig
+    return _styled(fig, title, xaxis_title="wall time (s)", yaxis_title="tokens committed (pad not counted)",
+                   legend=LEGEND_ON_TOP)

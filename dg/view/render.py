@@ -1,8 +1,10 @@
-"""HTML views of a trace: the canvas grid, its legend, the step panel, a token inspector, the text.
+"""HTML views of a trace: the canvas, its legend, the step panel, a token inspector, the text.
 
 Pure functions: a `Trace` (and the tokenizer) in, one HTML fragment out (no scripts, every token
 escaped), styled by the classes of `theme.CSS`, which the page carries once. The app re-renders them
-as the sampler streams records; `canvas_cells` also feeds the GIF in `export.py`.
+as the sampler streams records; `canvas_cells` also feeds the GIF in `export.py`. Steps are counted
+from 1 everywhere a person reads them ("run step 12 of 40", "canvas 2 · step 4"); `step_index`
+arguments are 0-based list indices into `trace.steps`.
 
     python -m pytest tests/view/test_render.py -q
 """
@@ -13,7 +15,9 @@ import torch
 from dg.passes import after_eos
 from dg.prompts import THOUGHT_CLOSE, THOUGHT_OPEN, decode_reply
 from dg.trace import STOP_LABELS
-from dg.view.theme import COLUMNS, STATE_COLORS, STATE_HELP, STATES, esc, fill, meter, token_piece
+from dg.trace import Trace
+from dg.view.theme import STATE_COLORS, STATE_HELP, STATE_SHORT, STATES, THOUGHT_MARK, esc, fill, meter, piece_html, \
+    plural, token_piece
 
 SHOWS = ("argmax", "noisy", "sampled")
 
@@ -98,15 +102,26 @@ def canvas_cells(trace, tokenizer, step_index: int | None = None, show: str = "a
             for pos, state in enumerate(position_states(trace, i))]
 
 
-def _cell(pos, piece, state, channel, tip) -> str:
-    thought = " dg-thought" if channel == "thought" else ""
-    return (f'<div class="dg-cell dg-{state}{thought}" data-pos="{pos}" style="{fill(STATE_COLORS[state])}" '
-            f'title="{esc(tip)}">{esc(piece)}</div>')
+def upto(trace, step_index: int | None) -> Trace:
+    """The run as it stood when step `step_index` had finished: its steps so far and the canvases
+    committed by then (the whole trace for the last step)."""
+    i = _resolve_step(trace, step_index)
+    if i is None or i == len(trace.steps) - 1:
+        return trace
+    rec = trace.steps[i]
+    committed = [c for c in trace.canvases if c.canvas < rec.canvas or (c.canvas == rec.canvas and rec.stop_reason)]
+    return Trace(trace.start, trace.steps[:i + 1], committed, [], None)
 
 
-def _grid(cells: list[str], columns: int) -> str:
-    return (f'<div class="dg-grid" style="grid-template-columns:repeat({columns},minmax(0,1fr))">'
-            + "".join(cells) + "</div>")
+def _cell(pos, piece, state, channel, tip, inspected: bool = False) -> str:
+    classes = " dg-thought" * (channel == "thought") + " dg-inspected" * inspected
+    return (f'<div class="dg-cell dg-{state}{classes}" data-pos="{pos}" style="{fill(STATE_COLORS[state])}" '
+            f'title="{esc(tip)}">{piece_html(piece)}</div>')
+
+
+def _grid(cells: list[str]) -> str:
+    """Cells as wide as their token, wrapping like text: whole tokens at any canvas length."""
+    return f'<div class="dg-grid">{"".join(cells)}</div>'
 
 
 def _committed_rows(trace, tokenizer, before: int) -> str:
@@ -121,82 +136,108 @@ def _committed_rows(trace, tokenizer, before: int) -> str:
             if token_id != pad:
                 thought = " dg-thought" if chans[offset + j] == "thought" else ""
                 spans.append(f'<span class="dg-tok{thought}" style="border-color:{STATE_COLORS["committed"]}">'
-                             f"{esc(token_piece(tokenizer, token_id))}</span>")
+                             f"{piece_html(token_piece(tokenizer, token_id))}</span>")
         offset += len(c.committed)
-        label = f"canvas {c.canvas + 1} · {c.steps} steps · {STOP_LABELS.get(c.stop_reason, c.stop_reason)}"
+        label = f"canvas {c.canvas + 1} · {plural(c.steps, 'step')} · {STOP_LABELS.get(c.stop_reason, c.stop_reason)}"
         rows.append(f'<div class="dg-crow"><span class="dg-clabel">{esc(label)}</span>{"".join(spans)}</div>')
     return f'<div class="dg-committed-rows">{"".join(rows)}</div>' if rows else ""
 
 
+IDLE = "No run yet: pick an example (or type a prompt), then Generate."
+
+
 def canvas_html(trace, tokenizer, step_index: int | None = None, *, show="argmax", title: str = "",
-                columns: int = COLUMNS) -> str:
-    """The live canvas as a grid of coloured cells, committed canvases compactly above it."""
+                inspect: int | None = None) -> str:
+    """The live canvas as coloured cells, committed canvases compactly above it; `inspect` outlines
+    the cell the inspector shows."""
     head = '<div class="dg-view">' + (f'<div class="dg-title">{esc(title)}</div>' if title else "")
     if trace.start is None:
-        return head + '<div class="dg-muted">waiting for the run to start…</div></div>'
+        return head + ('<div class="dg-muted">The canvas appears here: random tokens at first, then the '
+                       'sampler keeps the confident ones, step by step.</div></div>')
     cells = canvas_cells(trace, tokenizer, step_index, show)
     if trace.mode == "ar":
-        label = f'<div class="dg-clabel">AR · {len(cells)} tokens, one per forward</div>'
-        row = _grid(_cells(cells, "AR token"), columns) if cells else \
-            '<div class="dg-muted">waiting for first token…</div>'
+        label = f'<div class="dg-clabel">AR · {plural(len(cells), "token")}, one per forward</div>'
+        row = _grid(_cells(cells, "AR token")) if cells else '<div class="dg-muted">waiting for first token…</div>'
         return head + label + row + "</div>"
     if not cells:
         wait = [f'<div class="dg-cell dg-waiting" data-pos="{p}" title="waiting for first step">·</div>'
                 for p in range(trace.start.canvas_length)]
-        return head + '<div class="dg-muted">waiting for first step…</div>' + _grid(wait, columns) + "</div>"
-    rec = trace.steps[_resolve_step(trace, step_index)]
-    label = f'<div class="dg-clabel">canvas {rec.canvas + 1} · step {rec.step} · showing {show}</div>'
-    body = _grid(_cells(cells), columns)
+        return head + '<div class="dg-muted">waiting for first step…</div>' + _grid(wait) + "</div>"
+    i = _resolve_step(trace, step_index)
+    rec = trace.steps[i]
+    label = (f'<div class="dg-clabel">canvas {rec.canvas + 1} · step {rec.step} · showing {show} · '
+             f'run step {i + 1} of {len(trace.steps)}</div>')
+    body = _grid(_cells(cells, inspect=inspect))
     return head + _committed_rows(trace, tokenizer, rec.canvas) + label + body + "</div>"
 
 
-def _cells(cells: list[dict], what: str | None = None) -> list[str]:
-    """Grid cells with a tooltip: position, token, entropy, and the state (or `what` the token is)."""
+def _cells(cells: list[dict], what: str | None = None, inspect: int | None = None) -> list[str]:
+    """Cells with a tooltip: position, token, entropy, and the state's meaning (or `what` the token is)."""
     return [_cell(c["pos"], c["piece"], c["state"], c["channel"],
-                  f'#{c["pos"]} {c["piece"]} · H={c["entropy"]:.3f} · {what or c["state"]}'
-                  + (" · thought" if c["channel"] == "thought" and what is None else "")) for c in cells]
+                  f'#{c["pos"]} {c["piece"]} · H={c["entropy"]:.3f} · {what or STATE_HELP[c["state"]]}'
+                  + (" · thought" if c["channel"] == "thought" and what is None else ""), c["pos"] == inspect)
+            for c in cells]
 
 
 def legend_html() -> str:
-    items = [f'<span class="dg-cell dg-{s}" style="{fill(STATE_COLORS[s])}" title="{esc(STATE_HELP[s])}">{s}</span>'
+    """Every token state with its colour and a few visible words (the full meaning in the tooltip)."""
+    items = [f'<span class="dg-li"><span class="dg-cell dg-{s}" style="{fill(STATE_COLORS[s])}" '
+             f'title="{esc(STATE_HELP[s])}">{s}</span><span class="dg-what">{esc(STATE_SHORT[s])}</span></span>'
              for s in STATES]
-    items.append('<span class="dg-cell dg-thought" style="border-color:#94a3b8" '
-                 'title="inside &lt;|channel&gt;thought … &lt;channel|&gt;">thought (dashed)</span>')
+    items.append('<span class="dg-li"><span class="dg-cell dg-thought" style="border-color:#94a3b8" '
+                 'title="inside &lt;|channel&gt;thought … &lt;channel|&gt;">thought</span>'
+                 f'<span class="dg-what">{THOUGHT_MARK}</span></span>')
     return '<div class="dg-view dg-legend">' + "".join(items) + "</div>"
 
 
-def _kv(key, value) -> str:
-    return f'<span class="dg-kv">{esc(key)} <b>{value}</b></span>'
+def _kv(key, value, tip: str = "") -> str:
+    title = f' title="{esc(tip)}"' if tip else ""
+    return f'<span class="dg-kv"{title}>{esc(key)} <b>{value}</b></span>'
 
 
 def _badge(text, color) -> str:
     return f'<span class="dg-badge" style="{fill(color)}">{esc(text)}</span>'
 
 
-def _metrics_html(trace) -> str:
+def _group(name: str) -> str:
+    return f'<span class="dg-group">{esc(name)}</span>'
+
+
+def _run_so_far(trace, pending_canvas: int | None = None) -> str:
+    """Whole-run counters of a (possibly partial) trace: elapsed, steps, NFE, tokens, and TPF and tok/s
+    once a token is committed."""
     m = trace.metrics()
-    return (_kv("NFE", m["nfe"]) + _kv("TPF", f'{m["tpf"]:.2f}') + _kv("tok/s", f'{m["effective_tok_s"]:.1f}')
-            + _kv("tokens", m["tokens"]))
+    parts = [_kv("elapsed", f'{m["wall_s"]:.2f} s'), _kv("steps", m["total_steps"]),
+             _kv("NFE", m["nfe"], "decoder + encoder forwards"), _kv("tokens committed", m["tokens"])]
+    if m["tokens"]:
+        parts += [_kv("TPF", f'{m["tpf"]:.2f}', "tokens / (steps + K − 1), report §3.4"),
+                  _kv("tok/s", f'{m["effective_tok_s"]:.1f}', "committed tokens / elapsed")]
+    elif pending_canvas is not None:
+        parts.append(f'<span class="dg-muted">canvas {pending_canvas + 1} still denoising: tokens count when '
+                     "it commits</span>")
+    return "".join(parts)
 
 
 def step_panel_html(trace, step_index: int | None = None) -> str:
-    """Where the run is (canvas k/K, step n/N, τ), what this step accepted, and the running metrics."""
+    """This step's values (canvas k/K, step n/N, τ, accepted, entropy, stable), then the run up to it."""
     head = '<div class="dg-view dg-panel">'
+    if trace.start is None:
+        return head + f'<span class="dg-muted">{esc(IDLE)}</span></div>'
     if trace.mode == "ar" and trace.tokens:
         n = len(trace.tokens) if step_index is None else min(step_index + 1, len(trace.tokens))
         rec = trace.tokens[n - 1]
-        return head + _kv("AR token", f"{n}/{trace.start.max_new_tokens}") + _kv("entropy", f"{rec.entropy:.3f}") \
-            + _metrics_html(trace) + "</div>"
+        return (head + _group("this token") + _kv("AR token", f"{n}/{trace.start.max_new_tokens}")
+                + _kv("entropy", f"{rec.entropy:.3f}") + _group("run so far") + _run_so_far(trace) + "</div>")
     i = _resolve_step(trace, step_index)
     if i is None:
         return head + '<span class="dg-muted">waiting for first step…</span></div>'
     rec, cfg = trace.steps[i], trace.start.config
-    parts = [_kv("canvas", f"{rec.canvas + 1}/{trace.start.max_canvases}"),
+    parts = [_group("this step"), _kv("canvas", f"{rec.canvas + 1}/{trace.start.max_canvases}"),
              _kv("step", f'{rec.step}/{cfg.get("max_denoising_steps", "?")}'),
              _kv("τ", f"{rec.temperature:.3f}"),
-             _kv("accepted", f"{rec.n_accepted}/{len(rec.accepted)}"),
+             _kv("accepted", f"{rec.n_accepted}/{len(rec.accepted)}", "positions this step keeps (entropy bound)"),
              _kv("entropy budget", f"{meter(rec.accepted_entropy / rec.entropy_bound, STATE_COLORS['accepted'])} "
-                 f"{rec.accepted_entropy:.3f} / {rec.entropy_bound:g}"),
+                 f"{rec.accepted_entropy:.3f} / {rec.entropy_bound:g}", "Σ H − max H of the accepted, ≤ the bound"),
              _kv("mean H", f'{rec.mean_entropy:.4f} {"&lt;" if rec.confident else "≥"} '
                  f'{cfg.get("confidence_threshold", float("nan")):g}'),
              _kv("stable", "yes" if rec.stable else "no")]
@@ -205,7 +246,12 @@ def step_panel_html(trace, step_index: int | None = None) -> str:
         parts.append(_badge(STOP_LABELS.get(rec.stop_reason, rec.stop_reason), STATE_COLORS["committed"]))
         if canvas is not None and canvas.eos:
             parts.append(_badge(STOP_LABELS["eos"], STATE_COLORS["pad"]))
-    return head + "".join(parts) + _metrics_html(trace) + "</div>"
+    so_far = upto(trace, i)
+    pending = None if rec.stop_reason else rec.canvas
+    end = trace.end.finish_reason if trace.end is not None and so_far is trace else None
+    tail = [_badge(f"run ended: {STOP_LABELS.get(end, end)}", STATE_COLORS["pad"])] if end == "pad_canvas" else []
+    return (head + "".join(parts) + "</div>" + '<div class="dg-view dg-panel">' + _group("run up to this step")
+            + _run_so_far(so_far, pending) + "".join(tail) + "</div>")
 
 
 def _topk_table(tokenizer, ids, probs) -> str:
@@ -241,12 +287,13 @@ def inspector_html(trace, tokenizer, step_index: int, position: int) -> str:
         return esc(token_piece(tokenizer, token_id))
 
     facts = [_kv("position", position), _kv("canvas · step", f"{rec.canvas + 1} · {rec.step}"),
+             _kv("run step", f"{step_index + 1} of {len(trace.steps)}"),
              _kv("entropy", f"{float(rec.entropy[position]):.4f}"), _kv("fed in", piece(rec.noisy[position])),
              _kv("argmax", piece(rec.argmax[position])), _kv("sampled", piece(rec.sampled[position])),
              _kv("accepted", "yes" if rec.accepted[position] else "no"), _badge(state, STATE_COLORS[state]),
              _kv("argmax flips so far", flips)]
-    return head + '<div class="dg-panel">' + "".join(facts) + "</div>" \
-        + _topk_table(tokenizer, rec.topk_ids[position], rec.topk_probs[position]) + "</div>"
+    return head + '<div class="dg-panel">' + "".join(facts) + "</div>" + '<div class="dg-scroll">' \
+        + _topk_table(tokenizer, rec.topk_ids[position], rec.topk_probs[position]) + "</div></div>"
 
 
 def text_view_html(trace, tokenizer) -> str:
@@ -263,5 +310,14 @@ def text_view_html(trace, tokenizer) -> str:
             else ' <span class="dg-muted">thinking…</span>')
         parts.append(f'<details class="dg-muted"><summary>thought ({len(reply.thought)} chars){status}</summary>'
                      f'<div class="dg-text">{esc(reply.thought)}</div></details>')
-    parts.append(f'<div class="dg-text">{esc(reply.answer)}</div>')
+    parts.append(f'<div class="dg-text dg-answer">{esc(reply.answer)}</div>')
     return head + "".join(parts) + "</div>"
+
+
+def check_html(reference: str, correct: bool) -> str:
+    """A skill example's reference answer beside the output, with ✓ (the skill's scorer accepts the
+    answer) or ✗."""
+    color = STATE_COLORS["accepted"] if correct else STATE_COLORS["remelted"]
+    mark = "✓ matches the reference" if correct else "✗ differs from the reference"
+    return (f'<div class="dg-view dg-ref" style="border-color:{color}"><b style="color:{color}">{mark}</b>'
+            f'<div class="dg-muted">reference answer</div><div class="dg-text">{esc(reference)}</div></div>')

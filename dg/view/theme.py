@@ -1,8 +1,10 @@
 """The one theme of every view: token-state colours and their meaning, labels, the CSS, token display text.
 
 The HTML views (`render`, `walkthrough`), the figures (`plots`) and the GIF (`export`) all colour
-tokens from `STATE_COLORS`; the CSS is put on a page once (the app's legend, the replay file's head),
-never into each view. Colours are translucent where they fill, so they read on dark and light themes.
+tokens from `STATE_COLORS` and mark thought tokens the same way; the CSS is put on a page once (the
+app's legend, the replay file's head), never into each view. Colours are translucent where they fill
+and figures are transparent, so everything reads on dark and light themes. Canvas cells size to their
+token (the canvas reads like text); `body.dg-presenter` is the app's presenter view (large cells).
 
     python -c "from dg.view.theme import STATE_COLORS; print(STATE_COLORS)"
 """
@@ -21,25 +23,40 @@ STATE_HELP = {
     "noise": "renoised; argmax unchanged since the previous step",
     "pad": "after the first EOS: becomes pad when the canvas is committed",
 }
+STATE_SHORT = {  # the legend's visible words (STATE_HELP is the full sentence, in each tooltip)
+    "committed": "earlier canvas", "accepted": "kept this step", "changed": "renoised, argmax changed",
+    "remelted": "accepted before, renoised now", "noise": "renoised, argmax same", "pad": "after EOS",
+}
 THOUGHT_COLOR = "#a855f7"  # tokens inside the thought channel
+THOUGHT_MARK = "dashed border, italic"  # how every view marks a thought token (page, GIF, replay)
 AR_COLOR = "#f97316"  # the AR side of a race
-COLUMNS = 16  # canvas cells per row, in the page and in the GIF
+INK = "#94a3b8"  # text and axes of figures: readable on light and dark backgrounds
+# plotly layout of every figure: transparent, so a figure takes the page's background (light or dark)
+PLOT_LAYOUT = dict(paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)", font=dict(color=INK),
+                   margin=dict(l=60, r=20, t=90, b=50), title=dict(x=0.01, xanchor="left"))
+PLOT_AXES = dict(gridcolor="rgba(148,163,184,0.25)", zerolinecolor="rgba(148,163,184,0.4)")
 
 CSS = """<style>
-.dg-view{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px;color:inherit}
+.dg-view{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:13px;color:inherit}
 .dg-title{font-weight:600;margin:2px 0 6px}
-.dg-grid{display:grid;gap:3px}
-.dg-cell{border:1.5px solid;border-radius:4px;padding:3px 2px;text-align:center;white-space:pre;
- overflow:hidden;text-overflow:ellipsis;min-height:1.3em;cursor:pointer}
+.dg-grid{display:flex;flex-wrap:wrap;gap:3px}
+.dg-cell{border:1.5px solid;border-radius:4px;padding:2px 4px;text-align:center;white-space:pre;
+ min-width:1.2em;min-height:1.3em;cursor:pointer}
 .dg-cell.dg-thought{border-style:dashed;font-style:italic}
 .dg-cell.dg-waiting{border-style:dotted;border-color:#94a3b866;color:#94a3b8}
+.dg-cell.dg-inspected{outline:3px solid #0ea5e9;outline-offset:1px}
+.dg-sp{opacity:.4}
 .dg-committed-rows{margin-bottom:8px;opacity:.85}
 .dg-crow{margin:2px 0;line-height:1.7}
-.dg-clabel{font-size:10px;opacity:.7;margin-right:6px}
+.dg-clabel{font-size:11px;opacity:.75;margin-right:6px}
 .dg-tok{border-bottom:2px solid;padding:0 1px;margin-right:1px;white-space:pre}
 .dg-tok.dg-thought{border-bottom-style:dashed;font-style:italic}
-.dg-legend span.dg-cell{display:inline-block;margin:2px 6px 2px 0;padding:2px 6px;cursor:default}
+.dg-legend{display:flex;flex-wrap:wrap;gap:4px 14px;align-items:center}
+.dg-legend .dg-li{display:inline-flex;gap:5px;align-items:center}
+.dg-legend span.dg-cell{display:inline-block;padding:1px 6px;cursor:default}
+.dg-legend .dg-what{font-size:11px;opacity:.8}
 .dg-panel{display:flex;flex-wrap:wrap;gap:6px 14px;align-items:center}
+.dg-group{font-size:11px;text-transform:uppercase;letter-spacing:.04em;opacity:.65}
 .dg-kv b{font-weight:600}
 .dg-meter{display:inline-block;width:90px;height:8px;border:1px solid #94a3b8;border-radius:4px;
  vertical-align:middle;overflow:hidden}
@@ -48,7 +65,17 @@ CSS = """<style>
 .dg-muted{opacity:.65}
 .dg-warn{color:#dc2626;font-weight:600}
 .dg-text{white-space:pre-wrap;font-family:inherit}
+.dg-ref{margin-top:6px;padding:4px 8px;border-radius:6px;border:1px solid}
+.dg-bars{max-width:100%}
 .dg-bars td{padding:1px 6px}
+.dg-scroll{overflow-x:auto;max-width:100%}
+.dg-fig{display:block;width:100%;height:auto;max-height:260px}
+.dg-fig text{font-family:inherit;font-size:11px;fill:currentColor}
+body.dg-presenter #dg-main{flex-direction:column}
+body.dg-presenter #dg-main>div{width:100%;max-width:100%;flex:1 1 auto}
+body.dg-presenter .dg-view{font-size:20px}
+body.dg-presenter #dg-canvas .dg-cell{padding:5px 9px;border-width:2.5px}
+body.dg-presenter .dg-clabel,body.dg-presenter .dg-legend .dg-what,body.dg-presenter .dg-group{font-size:15px}
 </style>"""
 
 _BYTE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
@@ -73,6 +100,16 @@ def token_piece(tokenizer, token_id) -> str:
 
 def esc(text) -> str:
     return html.escape(str(text), quote=True)
+
+
+def piece_html(piece: str) -> str:
+    """A token's display text, escaped, with the ␣ of a leading space muted so the canvas reads as text."""
+    return esc(piece).replace("␣", '<span class="dg-sp">␣</span>')
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 canvas', '2 canvases': `many` is the plural when it is not `word` + 's'."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
 
 
 def fill(color: str) -> str:

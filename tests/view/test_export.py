@@ -9,11 +9,35 @@ from dg.trace import Trace
 from dg.view import export
 
 
+META = {"prompt": "What is 12 + 30?", "seed": 7, "model": "tiny-test", "thinking": True}
+
+
 def test_trace_json_reads_back_to_the_same_trace(diffusion_trace, tmp_path):
     path = export.trace_json(diffusion_trace, tmp_path / "out" / "trace.json")
     again = Trace.from_json(path.read_text())
     assert again.token_ids == diffusion_trace.token_ids
     assert again.metrics() == diffusion_trace.metrics()
+
+
+def test_every_export_says_what_produced_the_run(diffusion_trace, processor, tmp_path):
+    run = json.loads(export.trace_json(diffusion_trace, tmp_path / "t.json", META).read_text())["run"]
+    assert run["prompt"] == META["prompt"] and run["seed"] == 7 and run["model"] == "tiny-test"
+    assert run["entropy_bound"] == diffusion_trace.start.config["entropy_bound"]  # and every setting
+    page, _ = replay(export.trace_html(diffusion_trace, processor.tokenizer, tmp_path / "r.html", meta=META))
+    assert "What is 12 + 30?" in page and "tiny-test" in page and "max_denoising_steps" in page
+    with Image.open(export.trace_gif(diffusion_trace, processor.tokenizer, tmp_path / "g.gif", meta=META)) as gif:
+        assert json.loads(gif.info["comment"])["prompt"] == META["prompt"]
+
+
+def test_the_gif_marks_thought_tokens_dashed_as_the_app_does(processor):
+    font = export._font()
+    cells = [("abc", "noise", False), ("abc", "noise", True)]
+    img = export._draw_frame(["caption"], "header", cells, 160, font)
+    (x0, y0, w0), (x1, y1, w1) = export._layout(cells, font)
+    top = 8 + 2 * export.LINE_H + export.GAP  # caption line, header line
+    solid = [img.getpixel((x, top + y0)) for x in range(x0 + 4, x0 + w0 - 4)]
+    dashed = [img.getpixel((x, top + y1)) for x in range(x1 + 4, x1 + w1 - 4)]
+    assert len(set(solid)) == 1 and len(set(dashed)) > 1
 
 
 def test_gif_has_one_frame_per_step_and_opens_with_pil(diffusion_trace, processor, tmp_path):

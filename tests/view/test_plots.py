@@ -55,6 +55,23 @@ def test_race_chart_steps_at_canvas_commits_and_names_the_speedup(diffusion_trac
     assert "×" in fig.layout.title.text
 
 
+def test_the_race_chart_counts_no_pad_on_the_ar_side_as_the_metrics_do(ar_trace):
+    padded = Trace.from_dict(ar_trace.to_dict())
+    padded.start.pad_token_id = padded.tokens[1].token_id  # pretend the model wrote pad there
+    pads = sum(r.token_id == padded.start.pad_token_id for r in padded.tokens)
+    assert pads and plots.race_points(padded)[1][-1] == len(padded.tokens) - pads == padded.metrics()["tokens"]
+
+
+def test_figures_are_transparent_count_steps_from_one_and_keep_titles_short(diffusion_trace, processor):
+    figures = [plots.entropy_heatmap(diffusion_trace), plots.settle_steps(diffusion_trace),
+               plots.accepted_per_step(diffusion_trace), plots.canvas_timeline(diffusion_trace, processor.tokenizer)]
+    for fig in figures:
+        assert fig.layout.paper_bgcolor == fig.layout.plot_bgcolor == "rgba(0,0,0,0)"  # light and dark pages
+        assert len(fig.layout.title.text) <= 40  # fits half of a 1024-px page
+    assert list(figures[2].data[0].x) == list(range(1, len(diffusion_trace.steps) + 1))
+    assert figures[2].layout.legend.y > 1  # above the plot, clear of the x-axis title
+
+
 @pytest.mark.parametrize("figure", ["entropy_heatmap", "settle_steps", "accepted_per_step"])
 def test_figures_draw_for_an_empty_trace(figure):
     fig = getattr(plots, figure)(Trace())

@@ -1,6 +1,7 @@
 """The HTML views draw what the trace recorded: one cell per position, coloured by its state."""
 
 import re
+from html import unescape
 
 import numpy as np
 import pytest
@@ -93,9 +94,10 @@ def test_show_picks_the_row_drawn_and_rejects_unknown_rows(diffusion_trace, proc
         render.canvas_html(diffusion_trace, tok, 3, show="logits")
 
 
-def test_empty_and_just_started_traces_render_placeholders(diffusion_trace, processor):
+def test_an_idle_page_says_what_to_do_and_a_just_started_run_waits_for_its_first_step(diffusion_trace, processor):
     tok = processor.tokenizer
-    assert "waiting for the run to start" in render.canvas_html(Trace(), tok)
+    assert "waiting" not in render.canvas_html(Trace(), tok) + render.step_panel_html(Trace())
+    assert "then Generate" in render.step_panel_html(Trace())
     started = Trace(start=diffusion_trace.start)
     html = render.canvas_html(started, tok)
     assert "waiting for first step" in html
@@ -112,9 +114,61 @@ def test_ar_traces_render_as_a_growing_committed_row(ar_trace, processor):
     assert "entropy" in render.inspector_html(ar_trace, tok, 0, 0)
 
 
-def test_legend_lists_every_state_in_order():
+def test_legend_lists_every_state_in_order_with_its_meaning_visible_not_only_on_hover():
     html = render.legend_html()
     assert re.findall(r'dg-cell dg-(\w+)"', html) == [*theme.STATES, "thought"]
+    visible = re.sub(r'title="[^"]*"', "", html)
+    assert all(theme.STATE_SHORT[s] in visible for s in theme.STATES) and theme.THOUGHT_MARK in visible
+
+
+def test_cells_show_whole_tokens_and_the_css_never_cuts_them(diffusion_trace, processor):
+    tok = processor.tokenizer
+    html = render.canvas_html(diffusion_trace, tok)
+    shown = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r'data-pos="\d+"[^>]*>(.*?)</div>', html)]
+    pieces = [c["piece"] for c in render.canvas_cells(diffusion_trace, tok)]
+    assert [unescape(c) for c in shown] == pieces
+    cell_rule = re.search(r"\.dg-cell\{[^}]*\}", theme.CSS).group(0)
+    assert "ellipsis" not in cell_rule and "overflow" not in cell_rule and "repeat(" not in theme.CSS
+
+
+def test_the_inspected_cell_is_outlined(diffusion_trace, processor):
+    html = render.canvas_html(diffusion_trace, processor.tokenizer, 2, inspect=5)
+    assert re.findall(r'dg-inspected" data-pos="(\d+)"', html) == ["5"]
+    assert "dg-inspected" not in render.canvas_html(diffusion_trace, processor.tokenizer, 2)
+
+
+def test_replay_labels_count_steps_from_one_as_the_slider_does(diffusion_trace, processor):
+    n = len(diffusion_trace.steps)
+    html = render.canvas_html(diffusion_trace, processor.tokenizer, 0)
+    assert "canvas 1 · step 1 · showing argmax" in html and f"run step 1 of {n}" in html
+    second = next(i for i, r in enumerate(diffusion_trace.steps) if r.canvas == 1)
+    assert f"canvas 2 · step 1 · showing argmax · run step {second + 1} of {n}" in \
+        render.canvas_html(diffusion_trace, processor.tokenizer, second)
+
+
+def test_the_step_panel_labels_this_step_apart_from_the_run_up_to_it(diffusion_trace):
+    first = render.step_panel_html(diffusion_trace, 0)
+    this_step, run = first.split("run up to this step")
+    assert "this step" in this_step and "accepted" in this_step and "NFE" not in this_step
+    assert "NFE <b>2</b>" in run and "steps <b>1</b>" in run and "tokens committed <b>0</b>" in run
+    assert "TPF" not in run and "still denoising" in run  # nothing committed yet: no rate to show
+    last = render.step_panel_html(diffusion_trace).split("run up to this step")[1]
+    m = diffusion_trace.metrics()
+    assert f"NFE <b>{m['nfe']}</b>" in last and f"tokens committed <b>{m['tokens']}</b>" in last
+
+
+def test_upto_is_the_run_as_it_stood_after_a_step(diffusion_trace):
+    first_canvas_end = max(i for i, r in enumerate(diffusion_trace.steps) if r.canvas == 0)
+    before = render.upto(diffusion_trace, first_canvas_end - 1)
+    assert len(before.steps) == first_canvas_end and not before.canvases and before.end is None
+    assert [c.canvas for c in render.upto(diffusion_trace, first_canvas_end).canvases] == [0]
+    assert render.upto(diffusion_trace, None) is diffusion_trace
+
+
+def test_a_reference_check_shows_the_answer_and_its_mark(processor):
+    right, wrong = render.check_html("4528", True), render.check_html("<b>4528</b>", False)
+    assert "✓" in right and "4528" in right and "✗" not in right
+    assert "✗" in wrong and "&lt;b&gt;4528" in wrong
 
 
 def test_step_panel_shows_where_the_run_is_and_why_a_canvas_stopped(diffusion_trace, eos_trace):

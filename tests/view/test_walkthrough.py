@@ -21,6 +21,32 @@ def test_walkthrough_has_the_six_stages_with_the_records_numbers(diffusion_trace
         assert by["decode"]["self_conditioning"] == (rec.step > 1)
         assert sorted(by["sort_bound"]["sorted_entropy"]) == by["sort_bound"]["sorted_entropy"]
         assert all(s["title"] and s["html"].count("<table") == 1 for s in stages)
+        assert by["decode"]["canvas"] == rec.canvas + 1 and by["decode"]["step"] == rec.step  # as the titles count
+
+
+def test_each_stage_is_a_picture_with_its_numbers_folded_underneath(diffusion_trace, processor):
+    stages = {s["stage"]: s["html"] for s in walkthrough.walkthrough(diffusion_trace, processor.tokenizer, 1)}
+    for html in stages.values():
+        assert html.index("<details>") > 0 and html.index("<table") > html.index("<details>")
+    assert "<svg" in stages["temperature"] and "<svg" in stages["entropy"] and "<svg" in stages["sort_bound"]
+    assert stages["decode"].count('class="dg-cell"') == diffusion_trace.start.canvas_length
+    assert stages["renoise"].count('class="dg-cell"') == 2 * diffusion_trace.start.canvas_length  # before, after
+    assert "<th></th>" not in stages["renoise"]
+
+
+def test_the_bound_picture_colours_the_accepted_bars_and_draws_the_bound(diffusion_trace, processor):
+    rec = diffusion_trace.steps[1]
+    html = {s["stage"]: s["html"] for s in walkthrough.walkthrough(diffusion_trace, processor.tokenizer, 1)}["sort_bound"]
+    bars = re.findall(r'<rect [^>]*fill="(#[0-9a-f]{6})"', html)
+    assert len(bars) == len(rec.accepted) and bars.count("#16a34a") == rec.n_accepted  # accepted: green
+    assert "stroke-dasharray" in html and "<polyline" in html  # the bound, and the running Σ H − max H
+
+
+def test_the_instructive_step_accepts_some_positions_and_renoises_others(diffusion_trace):
+    i = walkthrough.instructive_step(diffusion_trace)
+    rec = diffusion_trace.steps[i]
+    best = max(min(r.n_accepted, len(r.accepted) - r.n_accepted) for r in diffusion_trace.steps)
+    assert min(rec.n_accepted, len(rec.accepted) - rec.n_accepted) == best
 
 
 def test_walkthrough_sees_the_accepted_tokens_fed_into_the_next_step(diffusion_trace, processor):
