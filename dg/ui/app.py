@@ -13,11 +13,13 @@ from contextlib import contextmanager
 import gradio as gr
 import torch
 
-from dg.ui import generate_tab, learn_tab, race, race_tab
+from dg.ui import files, generate_tab, learn_tab, race, race_tab
 from dg.ui.common import Shared, guard_inputs
+from dg.ui.memory import MAX_SESSIONS
 from dg.ui.runs import share_cpu
 
 MAX_UPLOAD = "20mb"
+LAUNCH = dict(max_file_size=MAX_UPLOAD, state_session_capacity=MAX_SESSIONS)  # past it Gradio drops the oldest
 DEFAULT_PORT = 7860
 
 
@@ -26,6 +28,7 @@ def build_app(loaded, ar_model=None, concurrency: int = 64) -> gr.Blocks:
 
     `concurrency` bounds the open events per listener; the model itself is shared by dg.ui.turns,
     whose line shows a waiting user their place (Gradio's own queue would not show it in the page)."""
+    files.private_cache()  # Gradio's copies and uploads go to the private, bounded folder
     with gr.Blocks(title="DiffusionGemma, step by step") as demo:
         gr.Markdown(f"# DiffusionGemma, step by step\n`{loaded.describe()}`")
         shared = Shared.create()  # this session's finished runs, for the replay; every session's live runs
@@ -35,7 +38,7 @@ def build_app(loaded, ar_model=None, concurrency: int = 64) -> gr.Blocks:
             race_tab.build(loaded, shared, generate, ar_model)
         with gr.Tab("Learn"):
             learn_tab.build(loaded, shared, generate)
-    return guard_inputs(demo.queue(default_concurrency_limit=concurrency))
+    return files.watch(guard_inputs(demo.queue(default_concurrency_limit=concurrency)))
 
 
 def free_port() -> int:
@@ -50,7 +53,7 @@ def serve(loaded, ar_model=None):
     threads = torch.get_num_threads()
     demo = build_app(loaded, ar_model)
     port = free_port()
-    demo.launch(prevent_thread_lock=True, server_port=port, quiet=True, max_file_size=MAX_UPLOAD)
+    demo.launch(prevent_thread_lock=True, server_port=port, quiet=True, **LAUNCH)
     try:
         yield f"http://127.0.0.1:{port}/"
     finally:
@@ -73,5 +76,6 @@ def main() -> None:
     except (FileNotFoundError, ValueError) as err:
         raise SystemExit(f"app.py: {err}") from None
     share_cpu(loaded.device)
+    files.remove_on_exit()  # SIGTERM too removes the files handed out
     print(loaded.describe())
-    build_app(loaded, ar_model).launch(server_port=args.port, share=args.share, max_file_size=MAX_UPLOAD)
+    build_app(loaded, ar_model).launch(server_port=args.port, share=args.share, **LAUNCH)

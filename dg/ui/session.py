@@ -7,15 +7,12 @@ mutated), newest run last, each run under a unique label such as '#3 A What is 4
     python -m pytest tests/ui/test_session.py -q
 """
 
-import atexit
-import os
-import shutil
-import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from dg.trace import Trace
+from dg.ui import files
+from dg.ui.memory import KEPT, fit
 
 MAX_RUNS = 20  # finished runs a session keeps for replay
 LABEL_PROMPT_CHARS = 32  # a longer prompt is cut in the run's label
@@ -30,7 +27,7 @@ class KeptRun:
 
 @dataclass(frozen=True, eq=False)  # eq=False: Gradio tells a changed state by identity, never compares traces
 class History:
-    """A session's finished runs, oldest first; at most `limit` of them."""
+    """A session's finished runs, oldest first; at most `limit` of them, within dg.ui.memory's bounds."""
 
     runs: tuple[KeptRun, ...] = ()
     limit: int = MAX_RUNS
@@ -41,7 +38,8 @@ class History:
         stopped = " (stopped)" if trace.end is not None and trace.end.finish_reason == "cancelled" else ""
         short = prompt if len(prompt) <= LABEL_PROMPT_CHARS else prompt[:LABEL_PROMPT_CHARS - 1] + "…"
         label = f"#{n}{tag} {short} · {len(trace.steps or trace.tokens)} steps{stopped}"
-        return History((*self.runs, KeptRun(n, label, trace))[-self.limit:], self.limit)
+        KEPT.add(trace)  # the bound over every session's kept runs
+        return History(fit((*self.runs, KeptRun(n, label, trace))[-self.limit:]), self.limit)
 
     def find(self, label: str | None) -> Trace | None:
         """The run with this label, else the newest one, else None."""
@@ -77,14 +75,7 @@ def compare_table(traces: dict) -> str:
     return "\n".join(rows) + f"\n\nThe outputs are **{'identical' if len(outputs) == 1 else 'different'}**."
 
 
-def scratch_dir(max_age_s: float = 3600.0) -> Path:
-    """A fresh folder for files the UI hands out (trace JSON, GIF, HTML replay); folders of this process
-    older than `max_age_s` are removed first, and all of them when the process exits."""
-    base = Path(tempfile.gettempdir()) / f"dg-app-{os.getpid()}"
-    if not base.exists():
-        base.mkdir()
-        atexit.register(shutil.rmtree, base, ignore_errors=True)
-    for old in base.iterdir():
-        if time.time() - old.stat().st_mtime > max_age_s:
-            shutil.rmtree(old, ignore_errors=True)
-    return Path(tempfile.mkdtemp(dir=base))
+def scratch_dir() -> Path:
+    """A fresh private folder for files the UI hands out (trace JSON, GIF, HTML replay): dg.ui.files,
+    bounded, removed at exit."""
+    return files.scratch_dir()
