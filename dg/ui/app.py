@@ -2,8 +2,10 @@
 
 `build_app` composes the three tabs (dg.ui.generate_tab, race_tab, learn_tab), each of which builds
 its own components and wires them to dg; `serve` starts it on a free local port (tests, benchmarks).
+`main` honours Gradio's GRADIO_SERVER_PORT / GRADIO_SERVER_NAME (--port / --host override them);
+without either it takes 7860 or the next free port, and prints the URL.
 
-    python app.py [--model DIR_OR_ID] [--ar-model DIR_OR_ID] [--port N] [--share]
+    python app.py [--model DIR_OR_ID] [--ar-model DIR_OR_ID] [--port N] [--host ADDR] [--share]
 """
 
 import argparse
@@ -20,7 +22,8 @@ from dg.ui.runs import share_cpu
 
 MAX_UPLOAD = "20mb"
 LAUNCH = dict(max_file_size=MAX_UPLOAD, state_session_capacity=MAX_SESSIONS)  # past it Gradio drops the oldest
-DEFAULT_PORT = 7860
+# The presenter view: canvas full width with large cells, the controls above it (theme.CSS, body.dg-presenter).
+PRESENTER_JS = "(on) => { document.body.classList.toggle('dg-presenter', on); }"
 
 
 def build_app(loaded, ar_model=None, concurrency: int = 64) -> gr.Blocks:
@@ -30,7 +33,11 @@ def build_app(loaded, ar_model=None, concurrency: int = 64) -> gr.Blocks:
     whose line shows a waiting user their place (Gradio's own queue would not show it in the page)."""
     files.private_cache()  # Gradio's copies and uploads go to the private, bounded folder
     with gr.Blocks(title="DiffusionGemma, step by step") as demo:
-        gr.Markdown(f"# DiffusionGemma, step by step\n`{loaded.describe()}`")
+        with gr.Row(equal_height=True):
+            gr.Markdown(f"# DiffusionGemma, step by step\n`{loaded.describe()}`")
+            presenter = gr.Checkbox(label="Presenter view", info="full-width canvas, large cells, for a room",
+                                    scale=0, min_width=220)
+        presenter.change(None, presenter, None, js=PRESENTER_JS)
         shared = Shared.create()  # this session's finished runs, for the replay; every session's live runs
         with gr.Tab("Generate"):
             generate = generate_tab.build(loaded, shared)
@@ -67,7 +74,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Watch DiffusionGemma denoise its canvas.")
     parser.add_argument("--model", default=None, help="checkpoint folder or cached hub id (default: embedded tiny)")
     parser.add_argument("--ar-model", default=None, help="a separate causal LM to race through generate()")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    parser.add_argument("--port", type=int, default=None,
+                        help="default: $GRADIO_SERVER_PORT, else 7860 or the next free port")
+    parser.add_argument("--host", default=None, help="default: $GRADIO_SERVER_NAME, else 127.0.0.1 (0.0.0.0: the LAN)")
     parser.add_argument("--share", action="store_true")
     args = parser.parse_args()
     try:
@@ -78,4 +87,10 @@ def main() -> None:
     share_cpu(loaded.device)
     files.remove_on_exit()  # SIGTERM too removes the files handed out
     print(loaded.describe())
-    build_app(loaded, ar_model).launch(server_port=args.port, share=args.share, **LAUNCH)
+    try:  # a port or host left as None is Gradio's to pick: its environment variables, then its defaults
+        build_app(loaded, ar_model).launch(server_port=args.port, server_name=args.host, share=args.share,
+                                           **LAUNCH)
+    except OSError as err:
+        busy = f"port {args.port} is taken" if args.port is not None else "no free port in Gradio's range"
+        raise SystemExit(f"app.py: {busy}; pass another --port N, or leave --port out to take the next free "
+                         "one") from None

@@ -9,6 +9,7 @@ the page goes away, and tells the user when a run failed or was stopped.
 
 import inspect
 import json
+import logging
 import math
 import re
 from collections.abc import AsyncIterator, Callable
@@ -20,13 +21,14 @@ import gradio as gr
 
 from dg.config import KNOBS
 from dg.ui import runs
+from dg.ui.examples import EXAMPLES_DIR
 from dg.ui.runs import DEFAULT_FPS, LiveRun, Sessions, awatch, prepare_run
 from dg.ui.session import History
 
 FPS = DEFAULT_FPS  # live frames per second at most; the replay keeps every step
 RUNS_TTL_S = 6 * 3600  # a session's replays are dropped this long after its last change
 KNOB_NAMES = [k.name for k in KNOBS]
-EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "assets" / "examples"
+LOG = logging.getLogger("dg.ui")
 
 
 def load_examples(folder: Path = EXAMPLES_DIR) -> dict[str, list]:
@@ -92,13 +94,19 @@ def session_id(request) -> str:
     return request.session_hash if request is not None else ""
 
 
+def refusal(message: str) -> gr.Error:
+    """A user's mistake: a message in the page and one line in the server's log, not a traceback."""
+    LOG.warning("refused: %s", message)
+    return gr.Error(message, title="Can't run that", print_exception=False)
+
+
 @contextmanager
 def refused_input():
     """A ValueError from validating what the user set becomes a message in the page, not a traceback."""
     try:
         yield
     except (ValueError, TypeError) as err:
-        raise gr.Error(str(err), title="Can't run that") from None
+        raise refusal(str(err)) from None
 
 
 def prepare(loaded, prompt, image, thinking, seed, knobs) -> tuple:

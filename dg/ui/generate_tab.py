@@ -1,26 +1,34 @@
-"""The Generate tab: prompt and settings, the live canvas, the replay and inspector, plots, A/B.
+"""The Generate tab: prompt and settings, the live canvas, the replay and inspector, A/B, plots.
 
-A run streams into the canvas while it denoises (dg.ui.runs in a background thread); when it ends it
-joins the session's history, the replay slider and the run picker reach every step of it, and a
+A run streams into the canvas while it denoises (dg.ui.runs in a background thread), at the pace the
+presenter set (dg.ui.pace: the sampler keeps its speed, the drawing slows down); when it ends it joins
+the session's history, the replay slider (run steps 1 … N, as every label counts) and the run picker
+reach every step of it, a skill example's reply is checked against its reference answer, and a
 chained event draws its four plots.
 
     python app.py   # then the Generate tab
 """
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import gradio as gr
 
 from dg.config import KNOBS
+from dg.loading import EMBEDDED_MODEL
 from dg.prompts import open_image
 from dg.trace import Trace
-from dg.ui.common import KNOB_NAMES, Shared, load_examples, named, picker, prepare, stream, vary
-from dg.ui.runs import diffusion_run, waiting_message
-from dg.ui.session import compare_table, scratch_dir, summary
+from dg.ui.common import (KNOB_NAMES, Shared, load_examples, named, picker, prepare, refused_input, session_id,
+                          stream, vary)
+from dg.ui.examples import Reference
+from dg.ui.pace import MAX_PACE_MS, Pace
+from dg.ui.runs import LiveRun, diffusion_run, waiting_message
+from dg.ui.session import KeptRun, compare_table, scratch_dir, summary
 from dg.view import export, plots, render
 from dg.view.theme import CSS
 
 PLAY_INTERVAL_S = 0.125  # replay speed: eight steps a second
+PLAY, PAUSE = "▶ Play", "❚❚ Pause"  # glyphs every common font has (⏸ is missing from Debian's)
 # Clicking a canvas cell writes its data-pos into the inspector's position box.
 CLICK_JS = """element.addEventListener('click', (e) => {
   const cell = e.target.closest('[data-pos]');
@@ -45,12 +53,10 @@ class Inputs:
     image: gr.File
     preview: gr.Image
     thinking: gr.Checkbox
+    pace: gr.Slider
     go: gr.Button
     stop: gr.Button
     settings: Settings
-    ab_knob: gr.Dropdown
-    ab_value: gr.Number
-    ab_go: gr.Button
 
     @property
     def run(self) -> list:
@@ -76,7 +82,9 @@ class Views:
 
 @dataclass
 class Results:
-    ab_box: gr.Accordion
+    ab_knob: gr.Dropdown
+    ab_value: gr.Number
+    ab_go: gr.Button
     ab_a: gr.HTML
     ab_b: gr.HTML
     ab_summary: gr.Markdown
@@ -86,26 +94,32 @@ class Results:
 
 @dataclass
 class GenerateTab:
-    """What the other tabs use: the settings, the run picker and the replay slider."""
+    """What the other tabs use: the settings and the run picker."""
 
     settings: Settings
     picker: gr.Dropdown
-    step: gr.Slider
 
 
 def build(loaded, shared: Shared) -> GenerateTab:
-    """Prompt + settings on the left; live canvas, step panel, replay and inspector on the right; plots below."""
-    with gr.Row():
+    """Prompt + settings on the left; live canvas, step panel, replay, inspector and A/B on the right
+    (stacked, full width, in the presenter view); plots below."""
+    with gr.Row(elem_id="dg-main"):
         with gr.Column(scale=2, min_width=340):
             inputs = _input_column(loaded)
-        with gr.Column(scale=3):
+        with gr.Column(scale=3, min_width=420):
             views = _view_column(loaded)
-    results = _results()
-    _wire_generate(loaded, shared, inputs, views, results)
-    _wire_replay(loaded, shared, views, results)
+            ab = _ab_box()
+    results = _results(ab)
+    reference = Reference.load()
+    _wire_generate(loaded, shared, reference, inputs, views, results)
+    _wire_replay(loaded, shared, reference, views, results)
     _wire_ab(loaded, shared, inputs, views, results)
     inputs.image.change(show_image, inputs.image, inputs.preview, api_visibility="private")
-    return GenerateTab(inputs.settings, views.picker, views.step)
+    return GenerateTab(inputs.settings, views.picker)
+
+
+def is_embedded(loaded) -> bool:
+    return Path(loaded.source).resolve() == EMBEDDED_MODEL.resolve()
 
 
 def _input_column(loaded) -> Inputs:
@@ -114,63 +128,73 @@ def _input_column(loaded) -> Inputs:
         image = gr.File(label="Image (optional)", file_types=["image"], type="filepath", height=110)
         preview = gr.Image(label="Image", interactive=False, height=110, visible=False)
     thinking = gr.Checkbox(label="Thinking", info="<|think|>: a thought channel first, then the answer")
+    pace = gr.Slider(0, MAX_PACE_MS, value=0, step=50, label="Pace: ms per step on screen", elem_id="dg-pace",
+                     info="0 = as fast as the model runs; more = slow motion to narrate (the sampler keeps its speed)")
     with gr.Row():
         go = gr.Button("Generate", variant="primary", elem_id="dg-go")
         stop = gr.Button("Stop", variant="stop")
-    with gr.Accordion("Sampler settings and A/B", open=False):
+    examples = load_examples()
+    with gr.Accordion("Examples", open=True):
+        gr.Examples(examples["tiny"], [prompt, image, thinking], examples_per_page=20,
+                    label="The embedded tiny model's skills (its reply is checked against the reference)")
+        if not is_embedded(loaded):  # the tiny model cannot answer them
+            gr.Examples(examples["general"], [prompt, image, thinking], label="General (for the released model)")
+    with gr.Accordion("Sampler settings", open=False):
         config = loaded.sampler_config
         knobs = [gr.Slider(k.low, k.high, value=getattr(config, k.name), step=k.step, label=k.name, info=k.help)
                  for k in KNOBS]
         seed = gr.Number(0, label="seed", precision=0, info="torch.manual_seed(seed) right before the run")
-        gr.Markdown("**A/B**: the same prompt and seed with one knob changed, side by side.")
-        with gr.Row():
-            ab_knob = gr.Dropdown(KNOB_NAMES, value="entropy_bound", label="knob")
-            ab_value = gr.Number(0.5, label="B value")
-        ab_go = gr.Button("Run A/B")
-    examples = load_examples()
-    gr.Examples(examples["tiny"], [prompt, image, thinking], label="The embedded tiny model's skills")
-    gr.Examples(examples["general"], [prompt, image, thinking], label="General (released model)")
-    return Inputs(prompt, image, preview, thinking, go, stop, Settings(knobs, seed), ab_knob, ab_value, ab_go)
+    return Inputs(prompt, image, preview, thinking, pace, go, stop, Settings(knobs, seed))
 
 
 def _view_column(loaded) -> Views:
     status = gr.Markdown("Pick an example or type a prompt, then **Generate**.", elem_id="dg-status")
     gr.HTML(CSS + render.legend_html())  # the page's one copy of the views' CSS
-    panel = gr.HTML(render.step_panel_html(Trace()))
+    panel = gr.HTML()
     canvas = gr.HTML(render.canvas_html(Trace(), loaded.tokenizer), elem_id="dg-canvas", js_on_load=CLICK_JS)
-    text = gr.HTML()
+    text = gr.HTML(elem_id="dg-text")
     with gr.Row():
-        run_picker = gr.Dropdown([], label="Run (every run of this session keeps its replay)", scale=3)
+        run_picker = gr.Dropdown([], label="Run", info="every run of this session keeps its replay", scale=3)
         show = gr.Radio(list(render.SHOWS), value="argmax", label="cells show", scale=2)
-        play = gr.Button("▶ Play", scale=1)
-    step = gr.Slider(0, 1, value=0, step=1, label="Replay: step (all canvases in order)")
+        play = gr.Button(PLAY, scale=1)
+    step = gr.Slider(1, 2, value=1, step=1, label="Replay: run step (all canvases in order, from 1)",
+                     elem_id="dg-replay", interactive=False)  # until a run exists
     with gr.Row():
         pos = gr.Number(0, label="Inspect position (click a cell)", precision=0, elem_id="dg-pos", minimum=0,
-                        scale=1)
+                        scale=1, min_width=120)
         inspector = gr.HTML(scale=3)
     return Views(status, panel, canvas, text, run_picker, show, play, step, pos, inspector,
                  gr.Timer(PLAY_INTERVAL_S, active=False), gr.State(False))
 
 
-def _results() -> Results:
-    with gr.Accordion("A/B result", visible=False) as ab_box:
+def _ab_box() -> tuple:
+    """A/B next to the canvas, its results right under its button."""
+    with gr.Accordion("A/B: the same prompt and seed, one knob changed", open=False):
         with gr.Row():
-            ab_a, ab_b = gr.HTML(), gr.HTML()
-        ab_summary = gr.Markdown()
+            knob = gr.Dropdown(KNOB_NAMES, value="entropy_bound", label="knob")
+            value = gr.Number(0.5, label="B value")
+            go = gr.Button("Run A/B")
+        with gr.Row():
+            a, b = gr.HTML(), gr.HTML()
+        summary_table = gr.Markdown()
+    return knob, value, go, a, b, summary_table
+
+
+def _results(ab) -> Results:
     with gr.Row():
         heat, settle = gr.Plot(label="Entropy heatmap"), gr.Plot(label="Settle step")
     with gr.Row():
         accepted, timeline = gr.Plot(label="Accepted per step"), gr.Plot(label="Canvas timeline")
     trace_file = gr.File(label="Trace of the selected run (JSON)", interactive=False)
-    return Results(ab_box, ab_a, ab_b, ab_summary, [heat, settle, accepted, timeline], trace_file)
+    return Results(*ab, [heat, settle, accepted, timeline], trace_file)
 
 
-def inspect_at(trace, tokenizer, step, pos) -> str:
-    """The inspector at a step and position, both clamped to the trace."""
+def inspect_at(trace, tokenizer, index, pos) -> str:
+    """The inspector at a step index and position, both clamped to the trace."""
     if not trace.steps:
         return ""
     pos = min(max(int(pos or 0), 0), len(trace.steps[0].argmax) - 1)
-    return render.inspector_html(trace, tokenizer, min(max(int(step), 0), len(trace.steps) - 1), pos)
+    return render.inspector_html(trace, tokenizer, min(max(int(index), 0), len(trace.steps) - 1), pos)
 
 
 def show_image(path):
@@ -185,39 +209,78 @@ def show_image(path):
     return gr.Image(value=picture, visible=picture is not None)
 
 
-def _run_view(tokenizer, views: Views, results: Results, trace, show="argmax", pos=0) -> dict:
-    """One finished run: its last step, its text, the slider over all its steps, its trace file."""
-    last = len(trace.steps) - 1 if trace.steps else None
-    return {views.canvas: render.canvas_html(trace, tokenizer, last, show=show),
-            views.panel: render.step_panel_html(trace, last), views.text: render.text_view_html(trace, tokenizer),
-            views.inspector: inspect_at(trace, tokenizer, last or 0, pos),
-            views.step: gr.Slider(maximum=max(last or 0, 1), value=last or 0),
-            results.trace_file: str(export.trace_json(trace, scratch_dir() / "trace.json"))}
+def run_meta(loaded, prompt, image, thinking, seed) -> dict:
+    """What produced a run, as its exports record it."""
+    model = Path(loaded.source).name if Path(loaded.source).is_dir() else loaded.source
+    return {"prompt": prompt, "image": Path(image).name if image else None, "thinking": bool(thinking),
+            "seed": seed, "model": model}
 
 
-def _wire_generate(loaded, shared: Shared, inputs: Inputs, views: Views, results: Results) -> None:
+def text_and_check(kept: KeptRun, tokenizer, reference: Reference) -> str:
+    """The run's text, and for a skill example its reference answer with ✓ or ✗."""
+    check = reference.check(kept.meta.get("prompt", ""), kept.meta.get("image"), kept.trace, tokenizer)
+    html = render.text_view_html(kept.trace, tokenizer)
+    return html + (render.check_html(check.reference, check.correct) if check is not None else "")
+
+
+def _run_view(tokenizer, reference, views: Views, results: Results, kept: KeptRun, show="argmax", pos=0) -> dict:
+    """One finished run at its last step: canvas, panel, text (+ reference check), the slider over all its
+    run steps (1 … N), its trace file."""
+    trace = kept.trace
+    n = len(trace.steps)
+    return {views.canvas: render.canvas_html(trace, tokenizer, n - 1 if n else None, show=show,
+                                             inspect=int(pos or 0) if n else None),
+            views.panel: render.step_panel_html(trace, n - 1 if n else None),
+            views.text: text_and_check(kept, tokenizer, reference),
+            views.inspector: inspect_at(trace, tokenizer, n - 1, pos),
+            views.step: gr.Slider(minimum=1, maximum=max(n, 2), value=max(n, 1), interactive=True),
+            results.trace_file: str(export.trace_json(trace, scratch_dir() / "trace.json", kept.meta))}
+
+
+def _live_status(run: LiveRun, frame: Trace, shown: Trace, pace: Pace) -> str:
+    if not frame.steps:
+        return waiting_message(run)
+    if pace.seconds <= 0:
+        return "running…"
+    where = "finished" if frame.done else f"at run step {len(frame.steps)}"
+    return (f"slow motion, {pace.seconds * 1000:.0f} ms a step: showing run step {len(shown.steps)} "
+            f"(the sampler is {where}; Stop ends the slow motion)")
+
+
+def _wire_generate(loaded, shared: Shared, reference: Reference, inputs: Inputs, views: Views,
+                   results: Results) -> None:
     tok = loaded.tokenizer
 
     async def generate(prompt, image, thinking, seed, *rest, request=None):
-        *knobs, history = rest
+        *knobs, pace_ms, history = rest
         run_inputs, config, seed = prepare(loaded, prompt, image, thinking, seed, knobs)
         run = diffusion_run(loaded, run_inputs, config, seed).start()
+        pace = Pace(pace_ms or 0)
 
-        def draw(frame):
-            return {views.canvas: render.canvas_html(frame, tok), views.panel: render.step_panel_html(frame),
-                    views.text: render.text_view_html(frame, tok),
-                    views.status: "running…" if frame.steps else waiting_message(run)}
+        def draw(frame, index=None):
+            shown = render.upto(frame, pace.index(len(frame.steps)) if index is None else index)
+            return {views.canvas: render.canvas_html(shown, tok), views.panel: render.step_panel_html(shown),
+                    views.text: render.text_view_html(shown, tok), views.status: _live_status(run, frame, shown, pace)}
 
         async for update in stream(shared, request, [run], draw):
             yield update
         trace = run.snapshot()
-        history = history.keep(prompt, trace)
-        yield {**_run_view(tok, views, results, trace), shared.history: history, views.picker: picker(history),
-               views.status: summary(trace)}
+        if pace.behind(len(trace.steps)):  # slow motion lags the sampler: show the rest at its pace
+            tail = LiveRun(lambda emit, cancel: None, label="slow motion")  # never started: a handle for Stop
+            with refused_input():
+                shared.sessions.add(session_id(request), tail)
+            try:
+                async for index in pace.tail(len(trace.steps), tail.cancel):
+                    yield draw(trace, index)
+            finally:
+                shared.sessions.discard(session_id(request), tail)
+        history = history.keep(prompt, trace, meta=run_meta(loaded, prompt, image, thinking, seed))
+        yield {**_run_view(tok, reference, views, results, history.run(None)), shared.history: history,
+               views.picker: picker(history), views.status: summary(trace)}
 
     def pick(history, label, show, pos):
-        trace = history.find(label)
-        return _run_view(tok, views, results, trace, show, pos) if trace is not None else {}
+        kept = history.run(label)
+        return _run_view(tok, reference, views, results, kept, show, pos) if kept is not None else {}
 
     def show_plots(history, label):
         trace = history.find(label)
@@ -226,44 +289,43 @@ def _wire_generate(loaded, shared: Shared, inputs: Inputs, views: Views, results
         return (plots.entropy_heatmap(trace), plots.settle_steps(trace), plots.accepted_per_step(trace),
                 plots.canvas_timeline(trace, tok))
 
-    generate = named(generate, "prompt", "image", "thinking", "seed", *KNOB_NAMES, "runs")
+    generate = named(generate, "prompt", "image", "thinking", "seed", *KNOB_NAMES, "pace_ms", "runs")
     outputs = [views.canvas, views.panel, views.text, views.status, views.step, views.inspector, results.trace_file,
                shared.history, views.picker]
     plot_io = dict(fn=show_plots, inputs=[shared.history, views.picker], outputs=results.plots)
-    inputs.go.click(generate, [*inputs.run, shared.history], outputs, api_name="generate",
-                    show_progress="hidden").then(api_name="plots", **plot_io)  # the final canvas first, then plots
-    inputs.prompt.submit(generate, [*inputs.run, shared.history], outputs, show_progress="hidden",
-                         api_visibility="private").then(api_visibility="private", **plot_io)
+    run_io = dict(inputs=[*inputs.run, inputs.pace, shared.history], outputs=outputs, show_progress="hidden")
+    inputs.go.click(generate, api_name="generate", **run_io).then(api_name="plots", **plot_io)  # canvas, then plots
+    inputs.prompt.submit(generate, api_visibility="private", **run_io).then(api_visibility="private", **plot_io)
     inputs.stop.click(shared.stop, None, views.status, api_name="stop", queue=False)
     views.picker.input(pick, [shared.history, views.picker, views.show, views.pos], outputs[:7],
                        api_visibility="private").then(api_visibility="private", **plot_io)
 
 
-def _wire_replay(loaded, shared: Shared, views: Views, results: Results) -> None:
+def _wire_replay(loaded, shared: Shared, reference: Reference, views: Views, results: Results) -> None:
+    """The slider counts run steps from 1, as the canvas label and the plots do."""
     tok = loaded.tokenizer
 
     def replay(history, label, step, show, pos):
         trace = history.find(label)
         if trace is None or not trace.steps:
             return gr.skip(), gr.skip(), gr.skip()
-        step = min(max(int(step or 0), 0), len(trace.steps) - 1)
-        return (render.canvas_html(trace, tok, step, show=show), render.step_panel_html(trace, step),
-                inspect_at(trace, tok, step, pos))
+        index = min(max(int(step or 1), 1), len(trace.steps)) - 1
+        return (render.canvas_html(trace, tok, index, show=show, inspect=int(pos or 0)),
+                render.step_panel_html(trace, index), inspect_at(trace, tok, index, pos))
 
     def toggle(playing, history, label, step):
         trace = history.find(label)
         if trace is None or not trace.steps:
             gr.Warning("Nothing to play yet: generate a run first.")
-            return False, gr.Timer(active=False), gr.Button("▶ Play"), gr.skip()
+            return False, gr.Timer(active=False), gr.Button(PLAY), gr.skip()
         playing = not playing
-        restart = playing and int(step) >= len(trace.steps) - 1
-        return (playing, gr.Timer(active=playing), gr.Button("⏸ Pause" if playing else "▶ Play"),
-                0 if restart else gr.skip())
+        restart = playing and int(step) >= len(trace.steps)
+        return playing, gr.Timer(active=playing), gr.Button(PAUSE if playing else PLAY), 1 if restart else gr.skip()
 
     def tick(history, label, step):
         trace = history.find(label)
-        if trace is None or int(step) + 1 >= len(trace.steps):
-            return False, gr.Timer(active=False), gr.Button("▶ Play"), gr.skip()
+        if trace is None or int(step) >= len(trace.steps):
+            return False, gr.Timer(active=False), gr.Button(PLAY), gr.skip()
         return True, gr.skip(), gr.skip(), int(step) + 1
 
     replay_io = dict(inputs=[shared.history, views.picker, views.step, views.show, views.pos],
@@ -293,18 +355,18 @@ def _wire_ab(loaded, shared: Shared, inputs: Inputs, views: Views, results: Resu
         titles = (f"A: {knob} = {getattr(config_a, knob)}", f"B: {knob} = {getattr(config_b, knob)}")
 
         def draw(fa, fb):
-            return {results.ab_box: gr.Accordion(visible=True),
-                    results.ab_a: render.canvas_html(fa, tok, title=titles[0]) + render.text_view_html(fa, tok),
+            return {results.ab_a: render.canvas_html(fa, tok, title=titles[0]) + render.text_view_html(fa, tok),
                     results.ab_b: render.canvas_html(fb, tok, title=titles[1]) + render.text_view_html(fb, tok)}
 
         async for update in stream(shared, request, [a, b], draw):
             yield update
         fa, fb = a.snapshot(), b.snapshot()
-        history = history.keep(prompt, fa, " A").keep(prompt, fb, " B")
+        meta = run_meta(loaded, prompt, image, thinking, seed)
+        history = history.keep(prompt, fa, " A", meta).keep(prompt, fb, " B", meta)
         yield {**draw(fa, fb), results.ab_summary: compare_table(dict(zip(titles, (fa, fb)))),
                shared.history: history, views.picker: picker(history, select=False)}
 
     ab = named(ab, "prompt", "image", "thinking", "seed", *KNOB_NAMES, "b_knob", "b_value", "runs")
-    inputs.ab_go.click(ab, [*inputs.run, inputs.ab_knob, inputs.ab_value, shared.history],
-                       [results.ab_box, results.ab_a, results.ab_b, results.ab_summary, shared.history,
-                        views.picker], api_name="ab", show_progress="hidden")
+    results.ab_go.click(ab, [*inputs.run, results.ab_knob, results.ab_value, shared.history],
+                        [results.ab_a, results.ab_b, results.ab_summary, shared.history, views.picker], api_name="ab",
+                        show_progress="hidden")

@@ -1,7 +1,7 @@
 """The Learn tab: the forward process on an answer, one sampler step stage by stage, and exports.
 
-The forward process and the one-pass prediction come from `dg.noise`; the stages are those of a real
-recorded step (`dg.view.walkthrough`) of the run and step picked in the Generate tab's replay.
+The forward process and the one-pass prediction come from `dg.noise`; the stages are pictures of a
+real recorded step (`dg.view.walkthrough`) of the run picked in the Generate tab, at a step chosen here.
 
     python app.py   # then the Learn tab
 """
@@ -12,13 +12,18 @@ import torch
 from dg.config import check_seed
 from dg.noise import corrupt, denoise_once
 from dg.prompts import encode_text
-from dg.ui.common import Shared, load_examples, refused_input
+from dg.ui.common import Shared, refused_input
+from dg.ui.examples import Reference
 from dg.ui.generate_tab import GenerateTab
 from dg.ui.session import scratch_dir
 from dg.view import export, walkthrough
 
-# a story from dg/tiny/skills.py, answered as the embedded model was taught to
-STORY_ANSWER = "Alice the bear loves to eat honey every day."
+# used when the examples hold no story: a prompt and an answer of dg/tiny/skills.py's story skill
+STORY = ("Write a short story about a bear named Max who likes fish and the beach.",
+         "Max the bear woke up hungry one morning. The bear walked to the beach and found some fish there. "
+         "Max ate the fish and was happy all day.")
+NO_RUN = ("No run yet. Generate one in the **Generate** tab (an example is quickest): this walkthrough then "
+          "explains one of its steps, stage by stage, with that run's real numbers.")
 
 
 def build(loaded, shared: Shared, generate: GenerateTab) -> None:
@@ -47,23 +52,22 @@ def _forward_process(loaded) -> None:
 
     def ask(prompt, sentence, t, seed):
         clean, noisy, _ = noised(sentence, t, seed)  # the canvas drawn above: same seed, same noise
-        try:
+        with refused_input():
             out = denoise_once(loaded.model, loaded.processor, prompt, noisy)
-        except ValueError as err:
-            raise gr.Error(str(err)) from None
         right = [a == c for a, c in zip(out["argmax"], clean)]
         return (f"<p>One decoder pass at τ = {out['temperature']:.2f}, no self-conditioning (as step 1): the argmax "
                 f"recovers {sum(right)}/{len(clean)} tokens (green).</p>"
                 + walkthrough.token_row_html(tok, out["argmax"], right, clean, "recovered"))
 
     with gr.Row():
-        prompt = gr.Textbox(load_examples()["tiny"][-1][0], label="Prompt")
-        sentence = gr.Textbox(STORY_ANSWER, label="Answer to noise")
+        story = next((row for row in Reference.load().rows if row[3] == "story"), STORY)  # prompt, answer
+        prompt = gr.Textbox(story[0], label="Prompt")
+        sentence = gr.Textbox(story[-1], label="Answer to noise", info="the reference answer of the prompt")
     with gr.Row():
         t = gr.Slider(0, 1, value=0.5, step=0.01, label="t (noise level)", scale=3)
         seed = gr.Number(0, label="noise seed", precision=0, scale=1)
         go = gr.Button("Ask the model for one denoising prediction", scale=2)
-    noisy, prediction = gr.HTML(noise(STORY_ANSWER, 0.5, 0)), gr.HTML()
+    noisy, prediction = gr.HTML(noise(story[-1], 0.5, 0)), gr.HTML()
     noise_io = dict(inputs=[sentence, t, seed], outputs=noisy)
     t.change(noise, api_name="noise", show_progress="hidden", **noise_io)
     sentence.submit(noise, api_visibility="private", **noise_io)
@@ -72,39 +76,66 @@ def _forward_process(loaded) -> None:
 
 
 def _sampler_step(loaded, shared: Shared, generate: GenerateTab) -> None:
-    """The six stages of the step picked in the Generate tab's replay, with that step's numbers."""
-    gr.Markdown("### One sampler step, stage by stage\nThe real numbers of the run and step picked in the Generate "
-                "tab's replay (Algorithm 1: decode, temperature, entropy, sort + bound, accept, renoise).")
-    stage = gr.Radio(list(walkthrough.STAGES), value=walkthrough.STAGES[0], label="Stage")
-    title, body, numbers = gr.Markdown(), gr.HTML(max_height=420), gr.JSON(label="numbers")
+    """The six stages of a step of the run picked in the Generate tab, as pictures with that step's numbers.
+
+    A newly picked run opens at an instructive step (some positions accepted, others renoised), not at
+    its last step, where everything is kept; the slider moves to any other."""
+    gr.Markdown("### One sampler step, stage by stage\nThe real numbers of a step of the run picked in the "
+                "Generate tab (Algorithm 1: decode, temperature, entropy, sort + bound, accept, renoise).")
+    with gr.Row():
+        step = gr.Slider(1, 2, value=1, step=1, label="Run step to explain", scale=2)
+        stage = gr.Radio(list(walkthrough.STAGES), value=walkthrough.STAGES[0], label="Stage", scale=3)
+    title = gr.Markdown(NO_RUN, elem_id="dg-learn-title")
+    body = gr.HTML()
+    with gr.Accordion("All of this stage's numbers (JSON)", open=False):
+        numbers = gr.JSON(label="numbers")
+
+    def stage_view(trace, label, index, stage):
+        s = {s["stage"]: s for s in walkthrough.walkthrough(trace, loaded.tokenizer, index)}[stage]
+        rec = trace.steps[index]
+        head = (f"**{label}** · run step {index + 1} of {len(trace.steps)} (canvas {rec.canvas + 1}, step {rec.step}) · "
+                f"**{s['title']}**")
+        return head, s["html"], s["numbers"]
+
+    def pick(history, label, stage):
+        """A newly picked run: the slider over its steps, at the instructive one (no slider value read)."""
+        kept = history.run(label)
+        if kept is None or not kept.trace.steps:
+            return gr.skip(), NO_RUN, "", None
+        index = walkthrough.instructive_step(kept.trace)
+        n = len(kept.trace.steps)
+        return (gr.Slider(minimum=1, maximum=max(n, 2), value=index + 1),
+                *stage_view(kept.trace, kept.label, index, stage))
 
     def walk(history, label, step, stage):
-        trace = history.find(label)
-        if trace is None or not trace.steps:
-            return "Generate a run first: the walkthrough explains one of its steps.", "", None
-        step = min(max(int(step or 0), 0), len(trace.steps) - 1)
-        s = {s["stage"]: s for s in walkthrough.walkthrough(trace, loaded.tokenizer, step)}[stage]
-        rec = trace.steps[step]
-        return f"**{label}** · canvas {rec.canvas + 1}, step {rec.step} · **{s['title']}**", s["html"], s["numbers"]
+        kept = history.run(label)
+        if kept is None or not kept.trace.steps:
+            return NO_RUN, "", None
+        index = min(max(int(step or 1), 1), len(kept.trace.steps)) - 1
+        return stage_view(kept.trace, kept.label, index, stage)
 
-    for event in (stage.change, generate.step.change, shared.history.change):
-        event(walk, [shared.history, generate.picker, generate.step, stage], [title, body, numbers],
-              api_visibility="private", show_progress="hidden")
+    generate.picker.change(pick, [shared.history, generate.picker, stage], [step, title, body, numbers],
+                           api_visibility="private", show_progress="hidden")
+    walk_io = dict(inputs=[shared.history, generate.picker, step, stage], outputs=[title, body, numbers],
+                   api_visibility="private", show_progress="hidden")
+    step.input(walk, **walk_io)
+    stage.change(walk, **walk_io)
 
 
 def _exports(loaded, shared: Shared, generate: GenerateTab) -> None:
-    gr.Markdown("### Export the selected run")
+    gr.Markdown("### Export the selected run\nEach file records the prompt, seed, model and every setting.")
     go = gr.Button("Export trace JSON, animated GIF and HTML replay")
-    with gr.Row():
+    message = gr.Markdown()
+    with gr.Row(elem_id="dg-exports"):
         files = [gr.File(label=name) for name in ("trace.json", "run.gif", "replay.html")]
 
     def export_run(history, label):
-        trace = history.find(label)
-        if trace is None:
-            raise gr.Error("Nothing to export yet: generate a run first.")
-        folder = scratch_dir()
-        return (str(export.trace_json(trace, folder / "trace.json")),
-                str(export.trace_gif(trace, loaded.tokenizer, folder / "run.gif")),
-                str(export.trace_html(trace, loaded.tokenizer, folder / "replay.html")))
+        kept = history.run(label)
+        if kept is None:
+            return "Nothing to export yet: generate a run in the Generate tab first.", None, None, None
+        folder, trace, meta = scratch_dir(), kept.trace, kept.meta
+        return (f"Exported **{kept.label}**.", str(export.trace_json(trace, folder / "trace.json", meta)),
+                str(export.trace_gif(trace, loaded.tokenizer, folder / "run.gif", meta=meta)),
+                str(export.trace_html(trace, loaded.tokenizer, folder / "replay.html", meta=meta)))
 
-    go.click(export_run, [shared.history, generate.picker], files, api_name="export")
+    go.click(export_run, [shared.history, generate.picker], [message, *files], api_name="export")

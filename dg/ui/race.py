@@ -6,7 +6,7 @@ separate causal LM (e.g. Gemma 4) run by transformers' own `generate()`; a `Base
 each token it pushes, with a timestamp, as a `TokenRecord`, so both sides give the same kind of trace.
 Both threads wait at a barrier and start together; on one device they share it, as a user would.
 
-    python -m dg.ui.race --prompt "What is 487 + 356?"   # the embedded tiny model
+    python -m dg.ui.race                    # the embedded tiny model on a long-answer skill example
     python -m dg.ui.race --ar-model google/gemma-4-E2B-it --prompt "Write a haiku about rain."
 """
 
@@ -24,6 +24,7 @@ from dg.config import SamplerConfig
 from dg.passes import eos_token_ids, entropy, top_k
 from dg.prompts import build_inputs, decode_reply
 from dg.trace import RunEnd, RunStart, TokenRecord, Trace
+from dg.ui.examples import Reference
 from dg.ui.runs import DEFAULT_FPS, LiveRun, ar_run, diffusion_run, share_cpu, watch
 
 
@@ -172,10 +173,11 @@ def start_race(loaded, prompt: str, *, inputs: dict | None = None, image=None, t
 
 
 def side_stats(trace: Trace) -> dict:
-    """What each side of the race shows: forward passes, TTFT, effective tok/s, TPF (report §3.4)."""
+    """What each side of the race shows: forward passes, TTFT, effective tok/s, TPF (report §3.4). Both
+    sides count tokens the same way: pad is never output (dg.trace)."""
     m = trace.metrics()
     return {"forward passes": m["nfe"], "tokens": m["tokens"],
-            "TTFT (s)": None if m["ttft_s"] is None else round(m["ttft_s"], 3),
+            "TTFT (s)": "—" if m["ttft_s"] is None else round(m["ttft_s"], 3),
             "tok/s": round(m["effective_tok_s"], 1), "TPF": round(m["tpf"], 2), "wall (s)": round(m["wall_s"], 3),
             "finish": trace.end.finish_reason if trace.end else "running"}
 
@@ -192,6 +194,32 @@ def speedup(diffusion: Trace, ar: Trace) -> float | None:
     return d / a if d > 0 and a > 0 else None
 
 
+def verdict(diffusion: Trace, ar: Trace, checks: dict | None = None) -> str:
+    """The race's end in one line: who won, by how much (effective tok/s), and, for a skill example,
+    whether each side's answer matches the reference (`checks`: side name → dg.ui.examples.Check)."""
+    d, a = diffusion.metrics(), ar.metrics()
+    x = speedup(diffusion, ar)
+    if d["tokens"] == 0 and a["tokens"] == 0:
+        head = "**No winner**: neither side produced a token."
+    elif x is None:
+        head = f"**{'Diffusion' if d['tokens'] else 'AR'} wins**: the other side produced no token."
+    elif x >= 1:
+        head = f"**Diffusion wins**: {x:.2f}× AR's rate."
+    else:
+        head = f"**AR wins**: {1 / x:.2f}× diffusion's rate."
+    stopped = any(t.end is not None and t.end.finish_reason == "cancelled" for t in (diffusion, ar))
+    line = [("Stopped before the end. " if stopped else "") + head,
+            f"Speedup (effective tok/s, diffusion ÷ AR): {f'{x:.2f}×' if x else 'n/a'} — {d['effective_tok_s']:.1f} "
+            f"vs {a['effective_tok_s']:.1f} tok/s; {d['tokens']} vs {a['tokens']} tokens in {d['wall_s']:.2f} s vs "
+            f"{a['wall_s']:.2f} s."]
+    checks = {side: c for side, c in (checks or {}).items() if c is not None}
+    if checks:
+        reference = next(iter(checks.values())).reference
+        marks = ", ".join(f"{side} {'✓' if c.correct else '✗'}" for side, c in checks.items())
+        line.append(f"Reference answer `{reference}`: {marks}.")
+    return " ".join(line)
+
+
 def side_text(trace: Trace, tokenizer) -> str:
     """Committed text of a side, thought and answer (an unclosed thought is shown as it is)."""
     reply = decode_reply(tokenizer, trace.token_ids)
@@ -206,10 +234,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Race diffusion against AR on one prompt and print both sides.")
     parser.add_argument("--model", default=None)
     parser.add_argument("--ar-model", default=None, help="a separate causal LM for the AR side")
-    parser.add_argument("--prompt", default="What is 487 + 356?")
+    parser.add_argument("--prompt", default=None, help="default: a long-answer skill example (dg.ui.examples)")
     parser.add_argument("--thinking", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    reference = Reference.load()
+    args.prompt = args.prompt or reference.race_prompt()
     loaded = load(args.model)
     share_cpu(loaded.device)
     race = start_race(loaded, args.prompt, thinking=args.thinking, seed=args.seed,
@@ -218,7 +248,8 @@ def main() -> None:
         print(f"diffusion {side_stats(d)}\nAR        {side_stats(a)}")
     print("diffusion:", side_text(d, loaded.tokenizer))
     print("AR:       ", side_text(a, race.ar_tokenizer))
-    print("speedup:", speedup(d, a))
+    print(verdict(d, a, {"diffusion": reference.check(args.prompt, None, d, loaded.tokenizer),
+                         "AR": reference.check(args.prompt, None, a, race.ar_tokenizer)}))
 
 
 if __name__ == "__main__":

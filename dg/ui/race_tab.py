@@ -1,7 +1,10 @@
 """The Race tab: diffusion and AR decoding started together on one prompt, both drawn live.
 
-Both sides run with the Generate tab's settings and seed (dg.ui.race); the tokens-vs-time chart and
-the speedup come when both have finished, and the diffusion side joins the session's history.
+Both sides run with the Generate tab's settings and seed (dg.ui.race). A new race clears the last
+one's chart and result first; when both have finished, the tokens-vs-time chart and one line say who
+won, by how much, and (for a skill example) whether each answer matches the reference. The diffusion
+side joins the session's history. The default prompt is a long-answer skill of the embedded model,
+where a canvas of tokens per few steps should beat one token per forward.
 
     python app.py [--ar-model DIR_OR_ID]   # then the Race tab
 """
@@ -10,12 +13,14 @@ import gradio as gr
 
 from dg.ui import race
 from dg.ui.common import KNOB_NAMES, Shared, named, picker, prepare, stream
-from dg.ui.generate_tab import GenerateTab
+from dg.ui.examples import Reference
+from dg.ui.generate_tab import GenerateTab, run_meta
 from dg.view import plots, render
 
-EXPLAINER = ("Both sides start together on the same prompt with the Generate tab's settings and seed. "
-             "TPF = tokens / (steps + K − 1) (report §3.4; transformers omits the K − 1); tok/s = generated "
-             "tokens / wall time; TTFT = time to the first committed token. Both share one device.")
+EXPLAINER = ("Both sides start together on the same prompt with the Generate tab's settings and seed, and count "
+             "tokens the same way (pad is never output). TPF = tokens / (steps + K − 1) (report §3.4; transformers "
+             "omits the K − 1); tok/s = generated tokens / wall time; TTFT = time to the first committed token. "
+             "Both share one device.")
 
 
 def _side(title: str) -> tuple:
@@ -25,12 +30,13 @@ def _side(title: str) -> tuple:
 
 
 def build(loaded, shared: Shared, generate: GenerateTab, ar_model=None) -> None:
-    """Prompt row, the two sides next to each other, then the chart and the speedup."""
+    """Prompt row, the two sides next to each other, then the result line and the chart."""
     tok = loaded.tokenizer
+    reference = Reference.load()
     ar_name = f"AR: {ar_model.source} via generate()" if ar_model else "AR: same weights, one token per forward"
     gr.Markdown(EXPLAINER)
     with gr.Row():
-        prompt = gr.Textbox("What is 487 + 356?", label="Prompt", scale=4)
+        prompt = gr.Textbox(reference.race_prompt(), label="Prompt", scale=4)
         thinking = gr.Checkbox(label="Thinking", scale=1)
         go = gr.Button("Race", variant="primary", scale=1)
         stop = gr.Button("Stop", variant="stop", scale=1)
@@ -40,7 +46,8 @@ def build(loaded, shared: Shared, generate: GenerateTab, ar_model=None) -> None:
             d_views = _side("Diffusion: entropy-bound sampler")
         with gr.Column():
             a_views = _side(ar_name)
-    chart, speedup = gr.Plot(label="Tokens vs wall time"), gr.Markdown()
+    result = gr.Markdown(elem_id="dg-race-result")
+    chart = gr.Plot(label="Tokens vs wall time")
 
     def sides(d, a, ar_tok) -> dict:
         views = {status: "finished" if d.done and a.done else "racing…"}
@@ -52,20 +59,21 @@ def build(loaded, shared: Shared, generate: GenerateTab, ar_model=None) -> None:
     async def run_race(prompt, thinking, seed, *rest, request=None):
         *knobs, history = rest
         inputs, config, seed = prepare(loaded, prompt, None, thinking, seed, knobs)
+        yield {chart: None, result: "", status: "racing…"}  # the last race's result goes before this one runs
         contest = race.start_race(loaded, prompt, inputs=inputs, thinking=bool(thinking), config=config, seed=seed,
                                   ar_model=ar_model)
         draw = lambda d, a: sides(d, a, contest.ar_tokenizer)  # noqa: E731
         async for update in stream(shared, request, [contest.diffusion, contest.ar], draw):
             yield update
         d, a = contest.diffusion.snapshot(), contest.ar.snapshot()
-        x = race.speedup(d, a)
-        history = history.keep(prompt, d, " race")
+        checks = {"diffusion": reference.check(prompt, None, d, tok),
+                  "AR": reference.check(prompt, None, a, contest.ar_tokenizer)}
+        history = history.keep(prompt, d, " race", run_meta(loaded, prompt, None, thinking, seed))
         yield {**draw(d, a), chart: plots.race_chart(d, a), shared.history: history,
-               speedup: f"**Speedup** (effective tok/s, diffusion ÷ AR): **{x:.2f}×**" if x else "Speedup: n/a",
-               generate.picker: picker(history, select=False)}
+               result: race.verdict(d, a, checks), generate.picker: picker(history, select=False)}
 
     run_race = named(run_race, "prompt", "thinking", "seed", *KNOB_NAMES, "runs")
     go.click(run_race, [prompt, thinking, generate.settings.seed, *generate.settings.knobs, shared.history],
-             [*d_views, *a_views, status, chart, speedup, shared.history, generate.picker], api_name="race",
+             [*d_views, *a_views, status, chart, result, shared.history, generate.picker], api_name="race",
              show_progress="hidden")
     stop.click(shared.stop, None, status, queue=False, api_visibility="private")

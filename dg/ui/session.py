@@ -7,12 +7,13 @@ mutated), newest run last, each run under a unique label such as '#3 A What is 4
     python -m pytest tests/ui/test_session.py -q
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from dg.trace import Trace
 from dg.ui import files
 from dg.ui.memory import KEPT, fit
+from dg.view.theme import plural
 
 MAX_RUNS = 20  # finished runs a session keeps for replay
 LABEL_PROMPT_CHARS = 32  # a longer prompt is cut in the run's label
@@ -23,6 +24,7 @@ class KeptRun:
     n: int  # 1-based run number within the session
     label: str
     trace: Trace
+    meta: dict = field(default_factory=dict)  # what produced it (prompt, image, thinking, seed, model): exports say it
 
 
 @dataclass(frozen=True, eq=False)  # eq=False: Gradio tells a changed state by identity, never compares traces
@@ -32,18 +34,24 @@ class History:
     runs: tuple[KeptRun, ...] = ()
     limit: int = MAX_RUNS
 
-    def keep(self, prompt: str, trace: Trace, tag: str = "") -> "History":
-        """A new history with this run appended under a new label; only the newest `limit` runs stay."""
+    def keep(self, prompt: str, trace: Trace, tag: str = "", meta: dict | None = None) -> "History":
+        """A new history with this run appended under a new label; only the newest `limit` runs stay.
+        `meta` says what produced the run (the prompt at least)."""
         n = self.runs[-1].n + 1 if self.runs else 1
         stopped = " (stopped)" if trace.end is not None and trace.end.finish_reason == "cancelled" else ""
         short = prompt if len(prompt) <= LABEL_PROMPT_CHARS else prompt[:LABEL_PROMPT_CHARS - 1] + "…"
-        label = f"#{n}{tag} {short} · {len(trace.steps or trace.tokens)} steps{stopped}"
+        label = f"#{n}{tag} {short} · {plural(len(trace.steps or trace.tokens), 'step')}{stopped}"
+        kept = KeptRun(n, label, trace, {"prompt": prompt, **(meta or {})})
         KEPT.add(trace)  # the bound over every session's kept runs
-        return History(fit((*self.runs, KeptRun(n, label, trace))[-self.limit:]), self.limit)
+        return History(fit((*self.runs, kept)[-self.limit:]), self.limit)
+
+    def run(self, label: str | None) -> KeptRun | None:
+        """The run with this label, else the newest one, else None."""
+        return next((r for r in reversed(self.runs) if r.label == label), self.runs[-1] if self.runs else None)
 
     def find(self, label: str | None) -> Trace | None:
-        """The run with this label, else the newest one, else None."""
-        match = next((r for r in reversed(self.runs) if r.label == label), self.runs[-1] if self.runs else None)
+        """The trace of `run(label)`."""
+        match = self.run(label)
         return match.trace if match is not None else None
 
     @property
@@ -59,7 +67,8 @@ def summary(trace: Trace) -> str:
     m = trace.metrics()
     finish = trace.end.finish_reason if trace.end else "running"
     head = {"cancelled": "Stopped", "error": "Failed"}.get(finish, "Done")
-    return (f"**{head}**: {m['tokens']} tokens, {m['total_steps']} steps over {m['canvases']} canvases · "
+    return (f"**{head}**: {plural(m['tokens'], 'token')}, {plural(m['total_steps'], 'step')} over "
+            f"{plural(m['canvases'], 'canvas', 'canvases')} · "
             f"NFE {m['nfe']} · TPF {m['tpf']:.2f} · effective steps {m['effective_steps']:.1f} · "
             f"{m['wall_s']:.2f} s · finish: {finish}")
 

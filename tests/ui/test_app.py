@@ -42,7 +42,7 @@ def test_generate_streams_frames_then_returns_the_final_canvas_and_its_trace(cli
     trace = Trace.from_json(Path(final[TRACE_FILE]).read_text())
     assert trace.done and trace.steps and len(trace.canvases) == 1
     assert "Done" in final[STATUS] and f"{len(trace.steps)} steps" in final[PICKER]["value"]
-    assert final[STEP]["maximum"] == max(len(trace.steps) - 1, 1)
+    assert final[STEP]["value"] == len(trace.steps) and final[STEP]["minimum"] == 1  # run steps count from 1
     figures = client.predict(final[PICKER]["value"], api_name="/plots")  # chained after /generate in the page
     assert len(figures) == 4 and all(f["type"] == "plotly" for f in figures)
 
@@ -57,10 +57,10 @@ def test_the_same_seed_gives_the_same_canvas_and_another_seed_another(client):
 def test_the_replay_endpoint_draws_any_step_of_the_session_s_run(client):
     final = generate(client)
     trace = Trace.from_json(Path(final[TRACE_FILE]).read_text())
-    canvas, panel, _ = client.predict(final[PICKER]["value"], 0, "noisy", 3, api_name="/replay")
+    canvas, panel, _ = client.predict(final[PICKER]["value"], 1, "noisy", 3, api_name="/replay")  # run step 1
     assert "canvas 1 · step 1 · showing noisy" in canvas
     assert "step <b>1/" in panel
-    last, _, inspector = client.predict(final[PICKER]["value"], len(trace.steps) - 1, "argmax", 3, api_name="/replay")
+    last, _, inspector = client.predict(final[PICKER]["value"], len(trace.steps), "argmax", 3, api_name="/replay")
     assert f"step {trace.steps[-1].step} · showing argmax" in last and "position <b>3</b>" in inspector
 
 
@@ -140,7 +140,8 @@ def test_learn_noises_an_answer_asks_for_one_prediction_and_exports_the_run(clie
                                 api_name="/denoise")
     assert "recovers" in prediction
     generate(client)
-    trace_json, gif, page = client.predict(None, api_name="/export")  # None: the newest run
+    message, trace_json, gif, page = client.predict(None, api_name="/export")  # None: the newest run
+    assert message.startswith("Exported")
     assert Trace.from_json(Path(trace_json).read_text()).done
     assert Path(gif).read_bytes()[:6] in (b"GIF87a", b"GIF89a")
     assert "<html" in Path(page).read_text().lower()

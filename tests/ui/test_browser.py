@@ -1,4 +1,9 @@
-"""End to end in a real Chromium: pick an example, Generate, watch the canvas appear, scrub the replay.
+"""A presenter's session in a real Chromium: the Learn tab and an export before any run, five examples back
+to back (mixed step counts, a picture, thinking, one in slow motion), the replay and inspector, the
+presenter view, a race, the Learn walkthrough and an export after them, then the page at 1024 px and in
+dark mode. At no point may an error toast appear; every answer must be readable off the canvas cells
+(no cell cuts its token). Screenshots of each view go to $DG_TEST_ARTIFACTS (default runs/test-artifacts/
+browser/), for a person to look at.
 
 Uses the embedded tiny model when it is in the repo, else the random test checkpoint. Needs Debian's
 /usr/bin/chromium (never `playwright install`); skipped with the reason when it is missing.
@@ -6,6 +11,7 @@ Uses the embedded tiny model when it is in the repo, else the random test checkp
     python -m pytest tests/ui/test_browser.py -m browser -q
 """
 
+import os
 import re
 from pathlib import Path
 
@@ -13,11 +19,29 @@ import pytest
 
 from dg.loading import EMBEDDED_MODEL, load
 from dg.ui.app import serve
+from dg.ui.examples import Reference
 
+ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run"]
-STEP_LABEL = re.compile(r"canvas (\d+) · step (\d+) · showing")
+STEP_LABEL = re.compile(r"canvas (\d+) · step (\d+) · showing \w+ · run step (\d+) of (\d+)")
+DONE = "() => /^(Done|Stopped|Failed)/.test(document.querySelector('#dg-status').innerText)"
+# Every toast Gradio shows, kept from the moment it appears (they fade out): [type, text].
+WATCH_TOASTS = """() => {
+  window.__toasts = [];
+  new MutationObserver(() => {
+    for (const t of document.querySelectorAll('.toast-body:not([data-seen])')) {
+      t.dataset.seen = '1';
+      window.__toasts.push([t.className, t.innerText]);
+    }
+  }).observe(document.body, {childList: true, subtree: true});
+}"""
+# Cells whose token does not fit (the browser would cut or overflow it).
+CUT_CELLS = ("() => [...document.querySelectorAll('#dg-canvas .dg-cell')]"
+             ".filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.innerText)")
+CANVAS_TEXT = ("() => [...document.querySelectorAll('#dg-canvas .dg-tok, #dg-canvas .dg-grid .dg-cell')]"
+               ".map(c => c.innerText).join('')")
 
 pytestmark = pytest.mark.browser
 
@@ -31,6 +55,13 @@ def url(checkpoint_dir):
 
 
 @pytest.fixture
+def artifacts() -> Path:
+    folder = Path(os.environ.get("DG_TEST_ARTIFACTS", ROOT / "runs" / "test-artifacts")) / "browser"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture
 def page(tmp_path):
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (CI does); never `playwright install`")
@@ -38,41 +69,141 @@ def page(tmp_path):
     with sync_api.sync_playwright() as p:
         context = p.chromium.launch_persistent_context(
             str(tmp_path / "profile"), executable_path=str(CHROMIUM), headless=True, args=FLAGS,
-            viewport={"width": 1400, "height": 1800})
+            viewport={"width": 1400, "height": 1000})
         try:
             yield context.new_page()
         finally:
             context.close()
 
 
-def shown_step(page) -> tuple[int, int]:
-    label = page.locator("#dg-canvas").inner_text()
-    canvas, step = STEP_LABEL.search(label).groups()
-    return int(canvas), int(step)
+def error_toasts(page) -> list:
+    return [text for kind, text in page.evaluate("() => window.__toasts") if "error" in kind.lower()
+            or text.startswith("Error")]
 
 
-def test_generate_on_an_example_draws_the_canvas_and_the_replay_slider_scrubs_it(url, page, tmp_path):
-    sync_api = pytest.importorskip("playwright.sync_api")
+def normalised(text: str) -> str:
+    """Text as the cells spell it, without marks: no spaces, no ␣/⏎ marks, no special or byte tokens."""
+    text = re.sub(r"<[^<>\s]*>|0x[0-9A-F]{2}", "", text)
+    return "".join(ch for ch in text if ch.isascii() and not ch.isspace())
+
+
+def generate_example(page, row, pace_ms: int = 0) -> str:
+    """Click an example row, Generate at `pace_ms`, wait for the end; the status line."""
+    page.get_by_role("tab", name="Generate").click()
+    page.locator("tr", has_text=row[0][:28]).first.click()  # long prompts are cut in the examples table
+    page.wait_for_function("(p) => document.querySelector('textarea').value === p", arg=row[0], timeout=10_000)
+    pace = page.locator("#dg-pace input[type=number]")
+    pace.fill(str(pace_ms))
+    pace.press("Enter")
+    page.locator("#dg-go").click()
+    if pace_ms:
+        page.wait_for_function("() => /slow motion/.test(document.querySelector('#dg-status').innerText)",
+                               timeout=60_000)
+    page.wait_for_function(DONE, timeout=120_000)
+    return page.locator("#dg-status").inner_text()
+
+
+def assert_readable(page) -> None:
+    """No cell cuts its token, and the answer shown under the canvas can be read off its cells."""
+    page.wait_for_function("() => document.querySelector('#dg-text .dg-answer') !== null", timeout=10_000)
+    assert page.evaluate(CUT_CELLS) == []
+    answer = page.locator("#dg-text .dg-answer").inner_text()
+    assert normalised(answer) in normalised(page.evaluate(CANVAS_TEXT).replace("␣", "").replace("⏎", ""))
+
+
+def shown_step(page) -> tuple[int, ...]:
+    return tuple(int(g) for g in STEP_LABEL.search(page.locator("#dg-canvas").inner_text()).groups())
+
+
+def five_examples() -> list:
+    """A sudoku, two thinking arithmetic traces, a picture question and a long answer: mixed step counts."""
+    rows = Reference.load().rows
+    by_skill = {}
+    for row in rows:
+        by_skill.setdefault(row[3], []).append(row)
+    picks = [by_skill["sudoku"][0], by_skill["arithmetic"][0], by_skill["picture"][0],
+             next(r for r in rows if r[3] in ("json", "story")), by_skill["arithmetic"][-1]]
+    assert any(r[1] for r in picks) and any(r[2] for r in picks) and len({r[0] for r in picks}) == 5
+    return picks
+
+
+def test_a_presenters_session_shows_no_error_and_every_answer_reads_off_the_canvas(url, page, artifacts):
     page.goto(url)
-    page.get_by_text("What is 487 + 356?", exact=True).first.click()  # an example fills the prompt
-    sync_api.expect(page.get_by_label("Prompt").first).to_have_value("What is 487 + 356?", timeout=10_000)
-    page.get_by_role("button", name="Generate", exact=True).click()
-    page.locator("#dg-canvas .dg-cell[data-pos]").first.wait_for(timeout=30_000)
-    page.get_by_text(re.compile(r"^(Done|Stopped)")).first.wait_for(timeout=120_000)
-    last = shown_step(page)
-    assert page.locator("#dg-canvas .dg-grid .dg-cell[data-pos]").count() > 0
+    page.evaluate(WATCH_TOASTS)
+    page.locator("#dg-canvas").wait_for(timeout=30_000)
+    page.screenshot(path=str(artifacts / "01-idle.png"), full_page=True)
+    assert "waiting" not in page.locator("#dg-canvas").inner_text()
 
-    slider = page.locator("input[type=range]").first  # the replay slider: the only one outside the settings
+    # Learn and an export before any run: what to do, not an error
+    page.get_by_role("tab", name="Learn").click()
+    page.locator("#dg-learn-title").get_by_text(re.compile("No run yet")).wait_for(timeout=10_000)
+    page.get_by_role("button", name="Export trace JSON, animated GIF and HTML replay").click()
+    page.get_by_text("Nothing to export yet").wait_for(timeout=10_000)
+    page.screenshot(path=str(artifacts / "02-learn-before-a-run.png"), full_page=True)
+
+    # five examples back to back, the fourth in slow motion
+    for n, row in enumerate(five_examples()):
+        status = generate_example(page, row, pace_ms=100 if n == 3 else 0)
+        assert status.startswith("Done"), status
+        assert_readable(page)
+        canvas, step, run_step, total = shown_step(page)
+        assert run_step == total == int(page.locator("#dg-replay input[type=number]").input_value())
+        page.get_by_text(re.compile("(matches|differs from) the reference")).first.wait_for(timeout=10_000)
+        page.screenshot(path=str(artifacts / f"03-example-{n + 1}.png"), full_page=True)
+        assert error_toasts(page) == [], row[0]
+
+    # the replay from run step 1, and a clicked cell outlined in the canvas and open in the inspector
+    slider = page.locator("#dg-replay input[type=range]")
     slider.focus()
     slider.press("Home")
-    page.wait_for_function("() => /canvas 1 · step 1 · showing/.test(document.querySelector('#dg-canvas').innerText)",
+    page.wait_for_function("() => /run step 1 of/.test(document.querySelector('#dg-canvas').innerText)",
                            timeout=15_000)
-    assert shown_step(page) == (1, 1) != last
+    assert shown_step(page)[:3] == (1, 1, 1)
+    page.locator("#dg-canvas .dg-grid .dg-cell[data-pos='3']").click()
+    page.locator("#dg-canvas .dg-inspected[data-pos='3']").wait_for(timeout=10_000)
+    page.locator(".dg-panel", has_text="argmax flips so far").first.wait_for(timeout=10_000)
+    page.screenshot(path=str(artifacts / "04-replay-inspector.png"), full_page=True)
 
-    page.locator("#dg-canvas .dg-grid .dg-cell[data-pos='3']").click()  # a cell click opens it in the inspector
-    page.wait_for_function("() => document.querySelector('#dg-pos input').value === '3'", timeout=10_000)
-    inspector = page.locator(".dg-panel", has_text="argmax flips so far").first
-    sync_api.expect(inspector).to_contain_text("position 3", timeout=10_000)
-    sync_api.expect(page.locator(".js-plotly-plot")).to_have_count(4, timeout=20_000)
-    page.screenshot(path=str(tmp_path / "replay.png"), full_page=True)
-    assert (tmp_path / "replay.png").stat().st_size > 10_000
+    # the presenter view: the canvas spans the page, cells larger, nothing cut
+    before = page.locator("#dg-canvas .dg-cell").first.bounding_box()["height"]
+    page.get_by_label("Presenter view").check()
+    page.wait_for_function("() => document.body.classList.contains('dg-presenter')")
+    assert page.locator("#dg-canvas").bounding_box()["width"] > 0.85 * 1400 - 100
+    assert page.locator("#dg-canvas .dg-cell").first.bounding_box()["height"] > 1.3 * before
+    assert page.evaluate(CUT_CELLS) == []
+    page.locator("#dg-canvas").scroll_into_view_if_needed()
+    page.screenshot(path=str(artifacts / "05-presenter.png"))
+    page.get_by_label("Presenter view").uncheck()
+
+    # a race on the default prompt (a long-answer skill): one line says who won and checks both answers
+    page.get_by_role("tab", name="Race").click()
+    page.get_by_role("button", name="Race", exact=True).click()
+    result = page.locator("#dg-race-result")
+    result.get_by_text(re.compile("wins|No winner")).wait_for(timeout=120_000)
+    assert "Speedup" in result.inner_text() and "Reference answer" in result.inner_text()
+    page.screenshot(path=str(artifacts / "06-race.png"), full_page=True)
+
+    # the Learn walkthrough of the newest Generate run, as pictures; then an export of it
+    page.get_by_role("tab", name="Learn").click()
+    page.locator("#dg-learn-title").get_by_text(re.compile(r"run step \d+ of \d+")).wait_for(timeout=15_000)
+    page.get_by_label("sort_bound").check()
+    page.locator("svg.dg-fig").first.wait_for(timeout=10_000)
+    page.screenshot(path=str(artifacts / "07-learn.png"), full_page=True)
+    page.get_by_role("button", name="Export trace JSON, animated GIF and HTML replay").click()
+    page.get_by_text(re.compile("^Exported")).wait_for(timeout=60_000)
+    for name in ("trace.json", "run.gif", "replay.html"):
+        page.locator(f"#dg-exports a[href*='{name}']").wait_for(timeout=30_000)
+    page.screenshot(path=str(artifacts / "08-export.png"), full_page=True)
+
+    # at 1024 px nothing overflows sideways: the inspector and the step panel fit their boxes
+    page.get_by_role("tab", name="Generate").click()
+    page.set_viewport_size({"width": 1024, "height": 900})
+    page.wait_for_timeout(500)
+    overflowing = page.evaluate("() => [...document.querySelectorAll('.dg-view')].filter("
+                                "v => v.offsetParent && v.scrollWidth > v.clientWidth + 1).length")
+    assert overflowing == 0
+    page.screenshot(path=str(artifacts / "09-1024px.png"), full_page=True)
+    page.evaluate("() => document.body.classList.add('dark')")  # Gradio's dark theme, as ?__theme=dark sets it
+    page.wait_for_timeout(300)
+    page.screenshot(path=str(artifacts / "10-dark.png"), full_page=True)
+    assert error_toasts(page) == []

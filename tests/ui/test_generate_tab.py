@@ -1,0 +1,80 @@
+"""The Generate tab through the real server: slow motion shows every step in order, a skill example's reply
+is checked against its reference, its trace file says what produced it, the released model's examples
+only appear for another model, and a user's mistake is one line in the server's log."""
+
+import dataclasses
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+from gradio_client import Client
+from gradio_client.exceptions import AppError
+
+from dg.loading import EMBEDDED_MODEL
+from dg.ui import generate_tab
+from dg.ui.app import build_app
+from dg.ui.examples import Reference
+
+FAST = dict(max_denoising_steps=6, max_new_tokens=16)
+CANVAS, PANEL, TEXT, STATUS, STEP, INSPECTOR, TRACE_FILE, PICKER = range(8)
+RUN_STEP = re.compile(r"run step (\d+) of (\d+)")
+
+
+@pytest.fixture
+def client(url, tmp_path):
+    return Client(url, verbose=False, download_files=str(tmp_path))
+
+
+def test_slow_motion_draws_every_step_in_order_at_the_pace(client):
+    start = time.perf_counter()
+    job = client.submit(prompt="What is 12 + 30?", image=None, thinking=False, seed=0, pace_ms=150,
+                        api_name="/generate", **FAST)
+    final = job.result(timeout=120)
+    elapsed = time.perf_counter() - start
+    shown = [int(m.group(1)) for out in job.outputs()[:-1] if isinstance(out[CANVAS], str)
+             for m in [RUN_STEP.search(out[CANVAS])] if m]
+    n = final[STEP]["value"]
+    assert shown == sorted(shown) and set(range(1, n)) <= set(shown)  # no step skipped, none out of order
+    assert elapsed >= 0.15 * (n - 1)  # the pace held, though the sampler alone takes milliseconds
+    assert any("slow motion" in out[STATUS] for out in job.outputs()[:-1] if isinstance(out[STATUS], str))
+    assert final[STATUS].startswith("**Done**")
+
+
+def test_a_skill_example_is_checked_against_its_reference_and_its_trace_says_what_produced_it(client):
+    row = next(r for r in Reference.load().rows if not r[1])
+    final = client.predict(prompt=row[0], image=None, thinking=row[2], seed=3, api_name="/generate", **FAST)
+    assert "reference answer" in final[TEXT] and re.search("[✓✗]", final[TEXT])
+    run = json.loads(Path(final[TRACE_FILE]).read_text())["run"]
+    assert run["prompt"] == row[0] and run["seed"] == 3 and run["thinking"] == row[2] and run["model"]
+    assert run["max_denoising_steps"] == 6
+    other = client.predict(prompt="Say hi.", image=None, thinking=False, seed=3, api_name="/generate", **FAST)
+    assert "reference answer" not in other[TEXT]
+
+
+def test_learn_says_there_is_nothing_to_export_before_a_run(client):
+    message, *files = client.predict(None, api_name="/export")
+    assert message.startswith("Nothing to export yet") and files == [None, None, None]
+
+
+def test_a_refused_input_is_one_line_in_the_server_log(client, capfd, caplog):
+    capfd.readouterr()
+    with caplog.at_level("WARNING", logger="dg.ui"):
+        with pytest.raises(AppError, match="prompt is empty"):
+            client.predict(prompt="  ", image=None, thinking=False, seed=0, api_name="/generate", **FAST)
+    logged = [r.getMessage() for r in caplog.records if r.name == "dg.ui"]
+    assert len(logged) == 1 and "prompt is empty" in logged[0] and "\n" not in logged[0]
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def labels(demo) -> list[str]:
+    return [str(getattr(block, "label", "")) for block in demo.blocks.values()]
+
+
+def test_the_released_models_examples_show_for_another_model_and_hide_for_the_embedded_one(loaded):
+    assert not generate_tab.is_embedded(loaded)
+    assert any("released model" in label for label in labels(build_app(loaded)))
+    embedded = dataclasses.replace(loaded, source=str(EMBEDDED_MODEL))
+    assert generate_tab.is_embedded(embedded)
+    assert not any("released model" in label for label in labels(build_app(embedded)))
