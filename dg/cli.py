@@ -50,7 +50,7 @@ def run_generate(args) -> Trace:
     import torch
 
     from dg.ar import stream_ar
-    from dg.loading import check_inputs, load
+    from dg.loading import check_inputs, load, share_cpu
     from dg.prompts import build_inputs
     from dg.sampler import stream_diffusion
 
@@ -60,6 +60,7 @@ def run_generate(args) -> Trace:
     if args.mode == "ar" and args.sample and not (math.isfinite(args.ar_temperature) and args.ar_temperature > 0):
         raise ValueError(f"--ar-temperature must be a finite number > 0, got {args.ar_temperature}")
     loaded = load(args.model, device=args.device)
+    share_cpu(loaded.device)  # threads as the app picks them
     config = SamplerConfig.from_generation_config(loaded.model.generation_config, **overrides)
     check_backend(config.backend, loaded.device)
     inputs = build_inputs(loaded.processor, args.prompt, images=args.image or None, thinking=args.thinking,

@@ -66,6 +66,14 @@ def pick_device(device=None) -> tuple[torch.device, torch.dtype]:
     return device, torch.bfloat16 if device.type == "cuda" else torch.float32
 
 
+def share_cpu(device) -> None:
+    """On CPU, one intra-op thread per run (half the cores): the app's UI thread or a race's second run
+    gets a core of its own instead of every pool spinning against the others, and the CLI runs as the app
+    does (on 2 loaded cores, two threads ran ~5× slower than one)."""
+    if torch.device(device).type == "cpu":
+        torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
+
+
 def resolve(model: str | os.PathLike | None) -> str:
     """Return a local folder or a cached hub id; raise with every place that was looked at."""
     if model is None:

@@ -23,11 +23,9 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 
-import torch
-
 from dg.ar import stream_ar
 from dg.config import SamplerConfig, check_seed
-from dg.loading import check_inputs
+from dg.loading import check_inputs, share_cpu
 from dg.prompts import build_inputs, open_image
 from dg.sampler import stream_diffusion
 from dg.trace import RunEnd, Trace
@@ -156,13 +154,6 @@ def _polls(runs, fps):
         yield (tuple(r.snapshot() for r in runs) if fresh else None), (None if finished else now + wait)
         if finished:
             return
-
-
-def share_cpu(device) -> None:
-    """On CPU, one intra-op thread per run: the UI thread and a race's second run get their own core
-    instead of every pool spinning against the others (on 2 loaded cores that is a 10× slowdown)."""
-    if torch.device(device).type == "cpu":
-        torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
 
 
 def diffusion_run(loaded, inputs: dict, config: SamplerConfig, seed: int, *, label: str = "",
