@@ -39,8 +39,15 @@ def add_generate_args(parser: argparse.ArgumentParser) -> None:
                         help="sampling-step path (torch = bit-exact with generate())")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad flag is one line on stderr (exit code 2), as every other bad input is."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message} (python -m dg generate --help lists the flags)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m dg", description="DiffusionGemma, live.")
+    parser = OneLineParser(prog="python -m dg", description="DiffusionGemma, live.")
     sub = parser.add_subparsers(dest="command", required=True)
     add_generate_args(sub.add_parser("generate", help="generate and show every denoising step"))
     return parser
