@@ -130,8 +130,10 @@ async def stream(shared: Shared, request, runs: list[LiveRun], draw: Callable[..
     try:
         async for frames in awatch(runs, fps):
             views = draw(*frames)
-            # an empty update too: at each heartbeat Gradio learns whether the page is still there
-            yield {c: v for c, v in views.items() if shown.get(c) != v}
+            update = {c: v for c, v in views.items() if shown.get(c) != v}
+            # nothing new: a no-op update all the same, so at each heartbeat Gradio learns whether the
+            # page is still there (an empty dict would read as one missing output)
+            yield update or {next(iter(views)): gr.skip()}
             shown = views
     finally:
         for run in runs:
