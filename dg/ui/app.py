@@ -91,6 +91,8 @@ def main() -> None:
         build_app(loaded, ar_model).launch(server_port=args.port, server_name=args.host, share=args.share,
                                            **LAUNCH)
     except OSError as err:
+        if "port" not in str(err):  # Gradio's "Cannot find empty port in range: …"
+            raise
         busy = f"port {args.port} is taken" if args.port is not None else "no free port in Gradio's range"
         raise SystemExit(f"app.py: {busy}; pass another --port N, or leave --port out to take the next free "
                          "one") from None

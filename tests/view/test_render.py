@@ -6,6 +6,10 @@ from html import unescape
 import numpy as np
 import pytest
 
+from dg.config import SamplerConfig
+from dg.prompts import build_inputs
+from dg.sampler import generate_diffusion
+from dg.testing import tiny_model_for
 from dg.trace import STOP_LABELS, Trace
 from dg.view import render, theme
 
@@ -129,6 +133,15 @@ def test_cells_show_whole_tokens_and_the_css_never_cuts_them(diffusion_trace, pr
     assert [unescape(c) for c in shown] == pieces
     cell_rule = re.search(r"\.dg-cell\{[^}]*\}", theme.CSS).group(0)
     assert "ellipsis" not in cell_rule and "overflow" not in cell_rule and "repeat(" not in theme.CSS
+
+
+def test_a_256_token_canvas_like_the_release_s_shows_every_token_whole(processor):
+    model = tiny_model_for(processor, canvas_length=256)
+    config = SamplerConfig(max_denoising_steps=1, max_new_tokens=256, backend="torch")
+    trace = generate_diffusion(model, build_inputs(processor, "hi"), config)
+    html = render.canvas_html(trace, processor.tokenizer)
+    shown = [unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r'data-pos="\d+"[^>]*>(.*?)</div>', html)]
+    assert shown == [c["piece"] for c in render.canvas_cells(trace, processor.tokenizer)] and len(shown) == 256
 
 
 def test_the_inspected_cell_is_outlined(diffusion_trace, processor):
