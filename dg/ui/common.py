@@ -69,17 +69,17 @@ def guard_inputs(demo: gr.Blocks) -> gr.Blocks:
     async def checked(block_fn, inputs, state, explicit_call=False):
         try:
             values = await preprocess(block_fn, inputs, state, explicit_call)
-        except gr.Error:
-            raise
+        except gr.Error as err:  # Gradio's own message, logged as one line
+            raise refusal(err.message, err.title) from None
         except Exception as err:  # Gradio's ComponentProcessingError, a file model's ValidationError, …
             at = re.search(r"at index (\d+)", str(err))
             name = _label(block_fn.inputs[int(at.group(1))]) if at else "an input"
             why = next((ln for ln in str(err).splitlines() if ln.startswith("Expected")), None)
             why = why or UNREADABLE.get(type(err).__name__) or (str(err).strip().splitlines() or [type(err).__name__])[0]
-            raise gr.Error(f"{name} cannot take that value: {why[:200]}", title="Can't run that") from None
+            raise refusal(f"{name} cannot take that value: {why[:200]}") from None
         for block, value in zip(block_fn.inputs, values):
             if isinstance(value, float) and not math.isfinite(value):
-                raise gr.Error(f"{_label(block)} must be a finite number, got {value}", title="Can't run that")
+                raise refusal(f"{_label(block)} must be a finite number, got {value}")
         return values
 
     demo.preprocess_data = checked
@@ -94,10 +94,10 @@ def session_id(request) -> str:
     return request.session_hash if request is not None else ""
 
 
-def refusal(message: str) -> gr.Error:
+def refusal(message: str, title: str = "Can't run that") -> gr.Error:
     """A user's mistake: a message in the page and one line in the server's log, not a traceback."""
     LOG.warning("refused: %s", message)
-    return gr.Error(message, title="Can't run that", print_exception=False)
+    return gr.Error(message, title=title, print_exception=False)
 
 
 @contextmanager

@@ -58,13 +58,15 @@ def test_learn_says_there_is_nothing_to_export_before_a_run(client):
     assert message.startswith("Nothing to export yet") and files == [None, None, None]
 
 
-def test_a_refused_input_is_one_line_in_the_server_log(client, capfd, caplog):
+@pytest.mark.parametrize("bad, message", [(dict(prompt="  "), "prompt is empty"),  # dg's check
+                                          (dict(entropy_bound=-0.5), "less than minimum")])  # Gradio's own
+def test_a_refused_input_is_one_line_in_the_server_log(client, capfd, caplog, bad, message):
     capfd.readouterr()
     with caplog.at_level("WARNING", logger="dg.ui"):
-        with pytest.raises(AppError, match="prompt is empty"):
-            client.predict(prompt="  ", image=None, thinking=False, seed=0, api_name="/generate", **FAST)
+        with pytest.raises(AppError, match=message):
+            client.predict(**(dict(prompt="hi", image=None, thinking=False, seed=0) | FAST | bad), api_name="/generate")
     logged = [r.getMessage() for r in caplog.records if r.name == "dg.ui"]
-    assert len(logged) == 1 and "prompt is empty" in logged[0] and "\n" not in logged[0]
+    assert len(logged) == 1 and message in logged[0] and "\n" not in logged[0]
     assert "Traceback" not in capfd.readouterr().err
 
 
