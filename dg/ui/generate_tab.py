@@ -189,12 +189,17 @@ def _results(ab) -> Results:
     return Results(*ab, [heat, settle, accepted, timeline], trace_file)
 
 
+def clamp_pos(trace, pos) -> int:
+    """The inspected position, clamped to the canvas (the box takes any number)."""
+    return min(max(int(pos or 0), 0), len(trace.steps[0].argmax) - 1) if trace.steps else 0
+
+
 def inspect_at(trace, tokenizer, index, pos) -> str:
     """The inspector at a step index and position, both clamped to the trace."""
     if not trace.steps:
         return ""
-    pos = min(max(int(pos or 0), 0), len(trace.steps[0].argmax) - 1)
-    return render.inspector_html(trace, tokenizer, min(max(int(index), 0), len(trace.steps) - 1), pos)
+    index = min(max(int(index), 0), len(trace.steps) - 1)
+    return render.inspector_html(trace, tokenizer, index, clamp_pos(trace, pos))
 
 
 def show_image(path):
@@ -229,7 +234,7 @@ def _run_view(tokenizer, reference, views: Views, results: Results, kept: KeptRu
     trace = kept.trace
     n = len(trace.steps)
     return {views.canvas: render.canvas_html(trace, tokenizer, n - 1 if n else None, show=show,
-                                             inspect=int(pos or 0) if n else None),
+                                             inspect=clamp_pos(trace, pos) if n else None),
             views.panel: render.step_panel_html(trace, n - 1 if n else None),
             views.text: text_and_check(kept, tokenizer, reference),
             views.inspector: inspect_at(trace, tokenizer, n - 1, pos),
@@ -265,7 +270,8 @@ def _wire_generate(loaded, shared: Shared, reference: Reference, inputs: Inputs,
         async for update in stream(shared, request, [run], draw):
             yield update
         trace = run.snapshot()
-        if pace.behind(len(trace.steps)):  # slow motion lags the sampler: show the rest at its pace
+        stopped = trace.end is not None and trace.end.finish_reason == "cancelled"
+        if pace.behind(len(trace.steps)) and not stopped:  # slow motion lags the sampler: the rest at its pace
             tail = LiveRun(lambda emit, cancel: None, label="slow motion")  # never started: a handle for Stop
             with refused_input():
                 shared.sessions.add(session_id(request), tail)
@@ -310,7 +316,7 @@ def _wire_replay(loaded, shared: Shared, reference: Reference, views: Views, res
         if trace is None or not trace.steps:
             return gr.skip(), gr.skip(), gr.skip()
         index = min(max(int(step or 1), 1), len(trace.steps)) - 1
-        return (render.canvas_html(trace, tok, index, show=show, inspect=int(pos or 0)),
+        return (render.canvas_html(trace, tok, index, show=show, inspect=clamp_pos(trace, pos)),
                 render.step_panel_html(trace, index), inspect_at(trace, tok, index, pos))
 
     def toggle(playing, history, label, step):

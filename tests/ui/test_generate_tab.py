@@ -42,6 +42,19 @@ def test_slow_motion_draws_every_step_in_order_at_the_pace(client):
     assert final[STATUS].startswith("**Done**")
 
 
+def test_stop_ends_slow_motion_at_once(client):
+    many_steps = dict(max_denoising_steps=20, max_new_tokens=16, confidence_threshold=0.0001)  # to the step cap
+    start = time.perf_counter()
+    job = client.submit(prompt="What is 12 + 30?", image=None, thinking=False, seed=0, pace_ms=500,
+                        api_name="/generate", **many_steps)
+    while len(job.outputs()) < 3 and not job.done():
+        time.sleep(0.05)
+    assert client.predict(api_name="/stop").startswith("Stopping")
+    final = job.result(timeout=60)
+    assert time.perf_counter() - start < 0.5 * 19 / 2  # far less than the whole slow motion
+    assert final[STATUS].startswith(("**Done**", "**Stopped**")) and final[STEP]["value"] == 20
+
+
 def test_a_skill_example_is_checked_against_its_reference_and_its_trace_says_what_produced_it(client):
     row = next(r for r in Reference.load().rows if not r[1])
     final = client.predict(prompt=row[0], image=None, thinking=row[2], seed=3, api_name="/generate", **FAST)
