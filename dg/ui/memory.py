@@ -45,6 +45,7 @@ class KeptTraces:
     def __init__(self, limit: int | None = None):
         self.limit = limit
         self._traces: OrderedDict[int, tuple[weakref.ref, int]] = OrderedDict()
+        self._bytes = 0  # the sum of the sizes in `_traces`
         self._lock = threading.RLock()  # a weakref callback can fire while `add` holds it
 
     def add(self, trace) -> None:
@@ -54,24 +55,24 @@ class KeptTraces:
             if key in self._traces:
                 return
             self._traces[key] = (weakref.ref(trace, lambda _, k=key: self._forget(k)), size)
+            self._bytes += size
             limit = TOTAL_BYTES if self.limit is None else self.limit
-            while self._total() > limit and len(self._traces) > 1:
-                _, (ref, _) = self._traces.popitem(last=False)
+            while self._bytes > limit and len(self._traces) > 1:
+                _, (ref, old_size) = self._traces.popitem(last=False)
+                self._bytes -= old_size
                 if (old := ref()) is not None:
                     old.steps = []  # rebound, not cleared: a reader holding the old list keeps it
 
     def _forget(self, key: int) -> None:
         with self._lock:
-            self._traces.pop(key, None)
-
-    def _total(self) -> int:
-        return sum(size for _, size in self._traces.values())
+            if (entry := self._traces.pop(key, None)) is not None:
+                self._bytes -= entry[1]
 
     @property
     def total(self) -> int:
         """Bytes of the kept traces still whole."""
         with self._lock:
-            return self._total()
+            return self._bytes
 
     def __len__(self) -> int:
         with self._lock:
