@@ -27,6 +27,7 @@ _lock = threading.Lock()
 _base: Path | None = None
 _apps: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # watched gr.Blocks → their pinned files
 CACHE = "gradio"  # Gradio's cache, inside the base
+_before_build: frozenset = frozenset()  # the cache's files when the app being built started
 
 
 def base() -> Path:
@@ -51,7 +52,14 @@ def scratch_dir() -> Path:
 def private_cache() -> None:
     """Gradio's cache for this process in the private base (call before building the app), unless the
     operator chose one with GRADIO_TEMP_DIR."""
+    global _before_build
     os.environ.setdefault("GRADIO_TEMP_DIR", str(base() / CACHE))
+    _before_build = _cached()
+
+
+def _cached() -> frozenset:
+    cache = Path(os.environ.get("GRADIO_TEMP_DIR", base() / CACHE))
+    return frozenset(f for f in cache.rglob("*") if f.is_file()) if cache.is_dir() else frozenset()
 
 
 def _bound_cache() -> None:
@@ -97,9 +105,9 @@ def _size(path: Path) -> int:
 
 
 def watch(app):
-    """Keep the files `app` (a built gr.Blocks) cached for itself, such as its examples, from pruning."""
-    cache = Path(os.environ.get("GRADIO_TEMP_DIR", base() / CACHE))
-    _apps[app] = frozenset(f for f in cache.rglob("*") if f.is_file()) if cache.is_dir() else frozenset()
+    """Keep the files `app` (a gr.Blocks built since `private_cache()`) cached as it was built, such as its
+    examples, from pruning."""
+    _apps[app] = _cached() - _before_build
     return app
 
 

@@ -14,7 +14,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-MAX_SESSIONS = 1000  # sessions whose state Gradio keeps (its default, 10,000, is ~1 GB of per-session config)
+MAX_SESSIONS = 256  # sessions whose state Gradio keeps, the least recently used dropped first: each costs
+# ~1 MB of RSS (its copy of every component's config, measured), so Gradio's default of 10,000 grew ~10 GB
 SESSION_BYTES = 64 * 2**20  # one session's kept traces
 TOTAL_BYTES = 512 * 2**20  # every session's kept traces together
 RECORD_BYTES = 200  # a record's own overhead besides its arrays (measured: ~150–250 B)

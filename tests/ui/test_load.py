@@ -55,6 +55,7 @@ def sixteen_users(url, tmp_path, phase) -> tuple[list[float], dict]:
             with lock:
                 latencies.append(time.perf_counter() - t0)
                 tokens[(i, k)] = trace.token_ids
+        client.close()
 
     threads = [threading.Thread(target=user, args=(i,)) for i in range(USERS)]
     for t in threads:
@@ -127,11 +128,14 @@ def private_files() -> tuple[int, int]:
 def test_memory_and_files_stay_flat_over_300_runs_in_100_sessions(url, monkeypatch):
     monkeypatch.setattr(files, "MAX_FOLDERS", 32)
     monkeypatch.setattr(memory.KEPT, "limit", 2 * 2**20)  # every session's kept runs: 2 MB together
+    app = list(files._apps)[-1]  # this module's server
+    monkeypatch.setattr(app.state_holder, "capacity", 20)  # memory.MAX_SESSIONS, scaled to this test
     samples = []
     for session in range(100):
         client = Client(url, verbose=False, download_files=False)
         for k in range(3):
             run(client, seed=session * 3 + k)
+        client.close()  # the page goes away
         if session % 10 == 9:
             samples.append((session + 1, rss_mb(), memory.KEPT.total, *private_files()))
     live = turns_module.TURNS.load()

@@ -139,3 +139,14 @@ def test_a_b_config_is_held_to_the_ranges_and_the_context_check(loaded):
         with pytest.raises(ValueError, match=message):
             live.vary(loaded, inputs, config, "max_new_tokens", value)
     assert live.vary(loaded, inputs, config, "max_new_tokens", 32).max_new_tokens == 32
+
+
+def test_runs_reuse_worker_threads_instead_of_leaving_one_per_run_behind():
+    threads = set()
+
+    def body(emit, cancel):
+        threads.add(threading.get_ident())
+
+    for _ in range(40):
+        assert live.LiveRun(body).start().wait(10)
+    assert len(threads) <= 4  # a fresh thread per run left ~0.1 MB of torch's per-thread state each time
