@@ -3,7 +3,7 @@
 Five skills, each chosen to show one thing about diffusion decoding:
 - sudoku:     4×4 grid, 4–8 blanks, unique solution: bidirectional refinement fills cells in any order.
 - arithmetic: 3–4 digit addition, too hard to answer directly for a tiny model; thinking mode writes a
-              column-by-column carry trace first (45–80 tokens: 4-digit traces span two canvases),
+              fixed-shape column-by-column carry trace first (4-digit traces span two canvases),
               the case where thinking visibly helps.
 - picture:    1–4 coloured shapes drawn with PIL, one question about them, answered in a sentence
               (image → encoder only).
@@ -140,21 +140,20 @@ _ADD_RANGE = (100, 9999)
 
 
 def addition_trace(a: int, b: int) -> str:
-    """'7+6=13 write 3 carry 1; 8+5+1=14 write 4 carry 1; 4+3+1=8 write 8; answer 843'.
+    """'7+6+0=13 write 3 carry 1; 8+5+1=14 write 4 carry 1; 4+3+1=08 write 8 carry 0; answer 843'.
 
-    Columns from the right, each with its carry in and out spelled out, so every piece of the trace
-    follows from the two digits above it and the carry just before it.
+    Columns from the right, as many as the longer operand has digits; every column has the same shape
+    (carry in, two-digit sum, digit written, carry out), so the trace's length follows from the prompt
+    alone and every token of it from the two digits above it and the carry just before it: a canvas
+    can settle column by column instead of guessing where each column starts.
     """
-    da, db = str(a)[::-1], str(b)[::-1]
+    width = max(len(str(a)), len(str(b)))
+    da, db = str(a).zfill(width)[::-1], str(b).zfill(width)[::-1]
     steps, carry = [], 0
-    for i in range(max(len(da), len(db))):
-        x, y = int(da[i]) if i < len(da) else 0, int(db[i]) if i < len(db) else 0
+    for x, y in zip(map(int, da), map(int, db)):
         total = x + y + carry
-        step = f"{x}+{y}" + (f"+{carry}" if carry else "") + f"={total} write {total % 10}"
+        steps.append(f"{x}+{y}+{carry}={total:02d} write {total % 10} carry {total // 10}")
         carry = total // 10
-        steps.append(step + (" carry 1" if carry else ""))
-    if carry:
-        steps.append("write 1")
     return "; ".join(steps) + f"; answer {a + b}"
 
 

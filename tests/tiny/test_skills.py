@@ -115,10 +115,20 @@ def test_sudoku_puzzles_have_4_to_8_blanks_and_one_solution_which_is_the_answer(
         assert all(sorted(g) == [1, 2, 3, 4] for g in rows + cols + boxes)
 
 
-def test_addition_trace_writes_each_column_with_its_carry():
-    assert addition_trace(487, 356) == "7+6=13 write 3 carry 1; 8+5+1=14 write 4 carry 1; 4+3+1=8 write 8; answer 843"
-    assert addition_trace(95, 17) == "5+7=12 write 2 carry 1; 9+1+1=11 write 1 carry 1; write 1; answer 112"
-    assert addition_trace(120, 34) == "0+4=4 write 4; 2+3=5 write 5; 1+0=1 write 1; answer 154"
+def test_addition_trace_writes_each_column_in_one_shape_with_its_carry():
+    assert addition_trace(487, 356) == ("7+6+0=13 write 3 carry 1; 8+5+1=14 write 4 carry 1; "
+                                        "4+3+1=08 write 8 carry 0; answer 843")
+    assert addition_trace(9500, 517) == ("0+7+0=07 write 7 carry 0; 0+1+0=01 write 1 carry 0; "
+                                         "5+5+0=10 write 0 carry 1; 9+0+1=10 write 0 carry 1; answer 10017")
+
+
+def test_the_trace_length_follows_from_the_prompt_alone(processor):
+    """Same operand widths → same number of column tokens, whatever the carries (only the sum's own
+    length can differ by its leading carry)."""
+    tok = processor.tokenizer
+    columns = [addition_trace(a, b).split("; answer")[0] for a, b in [(1000, 1000), (9999, 9999), (4821, 377),
+                                                                       (5555, 4445)]]
+    assert len({len(tok(c, add_special_tokens=False)["input_ids"]) for c in columns}) == 1
 
 
 def test_arithmetic_answer_is_the_sum_and_the_thought_ends_with_it(examples):
