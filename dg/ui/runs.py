@@ -31,6 +31,7 @@ from dg.loading import check_inputs, share_cpu
 from dg.prompts import build_inputs, open_image
 from dg.sampler import stream_diffusion
 from dg.trace import RunEnd, Trace
+from dg.ui.memory import trim
 from dg.ui.turns import TURNS, Ticket, Turns
 
 # Runs reuse worker threads: a fresh thread per run left ~0.1 MB of torch's per-thread state behind each
@@ -96,6 +97,7 @@ class LiveRun:
         finally:
             self.turns.leave(self.ticket)
             self._finished = True
+            trim()  # what the run freed goes back to the system, so a long-serving app stays flat
 
     @property
     def over_budget(self) -> str | None:

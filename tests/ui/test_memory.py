@@ -48,3 +48,11 @@ def test_a_run_nobody_keeps_frees_its_share(diffusion_trace):
     del trace
     gc.collect()
     assert len(kept) == 0 and kept.total == 0
+
+
+def test_trim_hands_freed_pages_back_at_most_every_few_seconds(monkeypatch):
+    monkeypatch.setattr(memory, "_last_trim", 0.0)
+    if not hasattr(memory._libc, "malloc_trim"):
+        assert not memory.trim()  # not glibc: nothing to do
+        return
+    assert memory.trim() and not memory.trim()  # the second call within TRIM_EVERY_S does nothing
