@@ -75,7 +75,7 @@ def test_inputs_beyond_the_context_or_too_thin_for_the_vision_tower_are_refused(
     check_inputs(model, build_inputs(embedded.processor, "Hi", images=picture), config)
     check_inputs(model, build_inputs(embedded.processor, "Hi", images=Image.new("RGB", (1000, 48))), config)
     side = model.config.vision_config.position_embedding_size
-    for size in ((4000, 1), (2000, 40), (1, 4000), (500, 16)):
+    for size in ((4000, 1), (3000, 20), (1, 4000), (2000, 10)):  # over 128 patches a side at 2×2 pooling
         thin = build_inputs(embedded.processor, "Hi", images=Image.new("RGB", size, "white"))
         with pytest.raises(ValueError, match=f"at most {side}; crop it closer to square"):
             check_inputs(model, thin, config)
