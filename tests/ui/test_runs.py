@@ -145,8 +145,10 @@ def test_runs_reuse_worker_threads_instead_of_leaving_one_per_run_behind():
     def workers() -> int:
         return sum(t.name.startswith("dg-live") for t in threading.enumerate())
 
+    ran_on = []
     live.LiveRun(lambda emit, cancel: None).start().wait(10)
     before = workers()
     for _ in range(40):
-        assert live.LiveRun(lambda emit, cancel: None).start().wait(10)
-    assert workers() <= before + 2  # a fresh thread per run left ~0.1 MB of torch's per-thread state each time
+        assert live.LiveRun(lambda emit, cancel: ran_on.append(threading.current_thread())).start().wait(10)
+    # a fresh thread per run (ended with it) left ~0.1 MB of torch's per-thread state behind each time
+    assert all(t.is_alive() for t in ran_on) and workers() <= before + 2
