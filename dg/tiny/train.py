@@ -64,6 +64,7 @@ class TrainConfig:
     checkpoint_minutes: float = 5.0
     threads: int = 1  # two OpenMP threads collapse whenever another process takes a core
     init: str | None = None  # continue from these saved weights (and their processor), fresh optimizer
+    mix: tuple[str, ...] = SKILL_MIX  # round-robin over this tuple: a skill's share is its count in it
     model: TinyModelConfig = field(default_factory=TinyModelConfig)
 
     def __post_init__(self):
@@ -85,6 +86,25 @@ class TrainConfig:
             raise ValueError(f"checkpoint_minutes must be > 0, got {self.checkpoint_minutes}")
         if self.threads <= 0:
             raise ValueError(f"threads must be > 0, got {self.threads}")
+        unknown = sorted(set(self.mix) - set(skills.SKILLS))
+        if not self.mix or unknown:
+            raise ValueError(f"mix must name skills of {skills.SKILLS}, got {self.mix}")
+
+
+def parse_mix(text: str) -> tuple[str, ...]:
+    """'arithmetic=5,picture=4,sudoku=2,json=1,story=1' → the round-robin tuple (shares by count)."""
+    mix = []
+    for part in text.split(","):
+        name, _, count = part.partition("=")
+        name = name.strip()
+        if name not in skills.SKILLS or not count.strip().isdigit() or int(count) <= 0:
+            raise argparse.ArgumentTypeError(f"expected skill=count with a skill of {skills.SKILLS}, got {part!r}")
+        mix.append((name, int(count)))
+    # interleave, so every stretch of the stream has each skill in proportion
+    total = sum(n for _, n in mix)
+    slots = sorted((k / n, i, name) for i, (name, n) in enumerate(mix) for k in range(n))
+    assert len(slots) == total
+    return tuple(name for *_, name in slots)
 
 
 def lr_at(step: int, cfg: TrainConfig, elapsed_s: float = 0.0) -> float:
@@ -107,9 +127,14 @@ def step_seed(cfg: TrainConfig, step: int) -> int:
     return DATA_SEED_BASE + cfg.seed * 10_000_019 + step
 
 
+def examples_for_step(cfg: TrainConfig, step: int) -> list[skills.Example]:
+    """The step's examples; the round-robin over `cfg.mix` runs on across steps, so the stream keeps the mix."""
+    start = step * cfg.batch_size % len(cfg.mix)
+    return skills.sample_examples(step_seed(cfg, step), cfg.batch_size, cfg.mix[start:] + cfg.mix[:start])
+
+
 def batch_for_step(cfg: TrainConfig, step: int, processor) -> Batch:
-    examples = skills.sample_examples(step_seed(cfg, step), cfg.batch_size, SKILL_MIX)
-    encoded = [encode_example(e, processor) for e in examples]
+    encoded = [encode_example(e, processor) for e in examples_for_step(cfg, step)]
     return make_batch(encoded, cfg.model.canvas_length, processor.tokenizer, random.Random(step_seed(cfg, step)))
 
 
@@ -219,7 +244,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> dict:
     optimizer = make_optimizer(model, cfg)
     start, elapsed = 0, 0.0
     if resume and (out / CHECKPOINT).exists():
-        state = torch.load(out / CHECKPOINT, weights_only=False)
+        state = torch.load(out / CHECKPOINT, weights_only=True)  # tensors, numbers, strings: nothing to execute
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["rng"])
@@ -260,10 +285,13 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=defaults.lr)
     parser.add_argument("--threads", type=int, default=defaults.threads)
     parser.add_argument("--init", default=None, help="continue from this saved model folder (fresh optimizer)")
+    parser.add_argument("--mix", type=parse_mix, default=defaults.mix,
+                        help="skill shares, e.g. arithmetic=5,picture=4,sudoku=2,json=1,story=1 (default: "
+                             + ",".join(f"{s}={defaults.mix.count(s)}" for s in dict.fromkeys(defaults.mix)) + ")")
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args()
     cfg = TrainConfig(out=args.out, steps=args.steps, minutes=args.minutes, seed=args.seed,
-                      batch_size=args.batch_size, lr=args.lr, threads=args.threads, init=args.init)
+                      batch_size=args.batch_size, lr=args.lr, threads=args.threads, init=args.init, mix=args.mix)
     print(train(cfg, resume=args.resume))
 
 

@@ -10,7 +10,10 @@ from dg.loading import check_vocab
 from dg.tiny import skills
 from dg.tiny.data import encode_example, make_batch, num_canvases
 from dg.tiny.model import TinyModelConfig, build_model
-from dg.tiny.train import TrainConfig, losses, make_optimizer, train
+import argparse
+import collections
+
+from dg.tiny.train import SKILL_MIX, TrainConfig, examples_for_step, losses, make_optimizer, parse_mix, train
 
 MICRO = dict(hidden_size=32, num_attention_heads=2, num_key_value_heads=1, head_dim=16, intermediate_size=64,
              num_experts=2, top_k_experts=1, moe_intermediate_size=32, canvas_length=16,
@@ -62,8 +65,8 @@ def test_resuming_continues_exactly_where_the_run_stopped(run_dir, processor, tm
     train(micro_config(straight, steps=3, batch_size=2))
     train(micro_config(run_dir, steps=2, batch_size=2))  # warmup spans every step: the same schedule
     train(micro_config(run_dir, steps=3, batch_size=2), resume=True)
-    a = torch.load(straight / "checkpoint.pt", weights_only=False)
-    b = torch.load(run_dir / "checkpoint.pt", weights_only=False)
+    a = torch.load(straight / "checkpoint.pt", weights_only=True)
+    b = torch.load(run_dir / "checkpoint.pt", weights_only=True)
     assert a["step"] == b["step"] == 3
     for name, tensor in a["model"].items():
         assert torch.equal(tensor, b["model"][name]), name
@@ -113,7 +116,8 @@ def test_a_tokenizer_that_does_not_match_the_model_is_rejected(processor):
 
 
 @pytest.mark.parametrize("field, value", [("steps", 0), ("minutes", 0), ("batch_size", 0), ("lr", -1.0),
-                                          ("self_conditioning_p", 1.5), ("threads", 0)])
+                                          ("self_conditioning_p", 1.5), ("threads", 0), ("mix", ()),
+                                          ("mix", ("sudoku", "chess"))])
 def test_impossible_training_settings_are_rejected_by_name(field, value):
     with pytest.raises(ValueError, match=field):
         TrainConfig(**{field: value})
@@ -121,12 +125,12 @@ def test_impossible_training_settings_are_rejected_by_name(field, value):
 
 def test_init_continues_from_saved_weights_with_their_processor(run_dir, processor, tmp_path_factory):
     train(micro_config(run_dir, steps=2, batch_size=2))
-    saved = torch.load(run_dir / "checkpoint.pt", weights_only=False)["model"]
+    saved = torch.load(run_dir / "checkpoint.pt", weights_only=True)["model"]
     follow = tmp_path_factory.mktemp("follow")
     cfg = micro_config(follow, steps=1, batch_size=2, lr=1e-9, init=str(run_dir / "model"))
     train(cfg)
     assert (follow / "processor" / "tokenizer.json").read_text() == (run_dir / "model" / "tokenizer.json").read_text()
-    after = torch.load(follow / "checkpoint.pt", weights_only=False)
+    after = torch.load(follow / "checkpoint.pt", weights_only=True)
     assert after["step"] == 1 and not after["optimizer"]["state"] == {}
     for name, tensor in saved.items():  # one step at lr 1e-9 (warmup) barely moves the loaded weights
         assert torch.allclose(tensor, after["model"][name], atol=1e-6), name
@@ -139,3 +143,18 @@ def test_every_training_layout_fits_the_sliding_window_so_the_decoder_sees_what_
     longest = max(len(e.prompt_ids) + len(e.reply_ids) for e in
                   (encode_example(x, processor) for x in skills.sample_examples(9, 100)))
     assert longest + sizes.canvas_length <= sizes.sliding_window
+
+
+def test_a_mix_gives_each_skill_its_share_interleaved():
+    mix = parse_mix("arithmetic=6, picture=4,sudoku=3,json=2,story=1")
+    assert collections.Counter(mix) == {"arithmetic": 6, "picture": 4, "sudoku": 3, "json": 2, "story": 1}
+    assert all(len(set(mix[i:i + 4])) >= 3 for i in range(len(mix) - 3))  # no long runs of one skill
+    for bad in ("chess=2", "sudoku", "sudoku=0", "sudoku=-1", "sudoku=x"):
+        with pytest.raises(argparse.ArgumentTypeError, match="skill=count"):
+            parse_mix(bad)
+
+
+def test_the_stream_keeps_the_mix_across_steps_whatever_the_batch_size():
+    cfg = TrainConfig(batch_size=3, mix=SKILL_MIX)
+    seen = collections.Counter(ex.skill for step in range(len(SKILL_MIX)) for ex in examples_for_step(cfg, step))
+    assert seen == collections.Counter(SKILL_MIX * cfg.batch_size)
