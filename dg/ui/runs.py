@@ -157,7 +157,9 @@ def _polls(runs, fps):
         fresh = counts != seen or finished or now - last >= HEARTBEAT_S
         if fresh:
             seen, last = counts, now
-        wait = HEARTBEAT_S if all(r.queued and not r.finished for r in runs) else interval  # in line: idle
+        # one frame interval even while in line: a run that starts at once (the usual case) shows its
+        # first step a frame later, not a heartbeat later; a poll that finds nothing new costs no snapshot
+        wait = interval
         yield (tuple(r.snapshot() for r in runs) if fresh else None), (None if finished else now + wait)
         if finished:
             return

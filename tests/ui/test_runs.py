@@ -3,6 +3,7 @@ see a trace that only grows, ends with the finished run, and survives a stop or 
 
 import asyncio
 import threading
+import time
 
 import pytest
 import torch
@@ -11,6 +12,7 @@ from dg.prompts import build_inputs
 from dg.sampler import generate_diffusion
 from dg.trace import RunEnd, RunStart, TokenRecord
 from dg.ui import runs as live
+from dg.ui.turns import Turns
 
 PROMPT = "What is 12 + 30?"
 
@@ -80,6 +82,30 @@ def test_an_error_inside_the_run_is_reported_and_the_partial_trace_kept():
     assert "out of memory" in run.error
     assert frames[-1].end.finish_reason == "error"
     assert [r.token_id for r in frames[-1].tokens] == [5]
+
+
+def test_a_run_in_line_shows_its_first_record_a_frame_after_its_turn_not_a_heartbeat_after():
+    """The UI's first poll usually finds a run still in line (its thread has not taken the model yet);
+    once its turn comes, its first record must reach the screen a frame interval later, not HEARTBEAT_S."""
+    turns, hold = Turns(), 0.1
+
+    def ahead(emit, cancel):
+        time.sleep(hold)  # holds the model, so the next run waits in line
+
+    def body(emit, cancel):
+        emit(RunStart("ar", 3, 1, 10, 4, {}, [1], 0))
+        emit(TokenRecord(0, 5, 0.1, torch.zeros(0).numpy(), torch.zeros(0).numpy(), 0.01))
+        cancel.wait(5)
+
+    first = live.LiveRun(ahead, turns=turns).start()
+    time.sleep(0.02)
+    run = live.LiveRun(body, turns=turns)
+    t0 = time.perf_counter()
+    run.start()
+    shown = next(time.perf_counter() - t0 for frame in run.frames(fps=50.0) if frame.tokens)
+    run.stop()
+    assert first.wait(5) and run.wait(5)
+    assert shown < hold + live.HEARTBEAT_S / 2
 
 
 def test_the_ar_run_on_the_same_weights_counts_forwards(loaded, inputs):
