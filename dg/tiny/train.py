@@ -59,6 +59,11 @@ class TrainConfig:
     betas: tuple[float, float] = (0.95, 0.99)
     clip: float = 1.0
     eps: float = 1e-3  # t ~ U(eps, 1)
+    # with this probability an example's t is drawn from U(eps, low_noise_max) instead: more of the last
+    # refinement steps (most of the canvas clean, a few positions to fix from their neighbours), where a
+    # trace's carry and sum tokens must follow from the digits around them
+    low_noise_p: float = 0.0
+    low_noise_max: float = 0.3
     self_conditioning_p: float = 0.5
     ar_weight: float = 1.0
     checkpoint_minutes: float = 5.0
@@ -80,6 +85,10 @@ class TrainConfig:
             raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         if not 0 < self.eps < 1:
             raise ValueError(f"eps must be in (0, 1), got {self.eps}")
+        if not 0 <= self.low_noise_p <= 1:
+            raise ValueError(f"low_noise_p must be in [0, 1], got {self.low_noise_p}")
+        if not self.eps < self.low_noise_max <= 1:
+            raise ValueError(f"low_noise_max must be in (eps, 1], got {self.low_noise_max}")
         if not 0 <= self.self_conditioning_p <= 1:
             raise ValueError(f"self_conditioning_p must be in [0, 1], got {self.self_conditioning_p}")
         if self.checkpoint_minutes <= 0:
@@ -185,11 +194,20 @@ def canvas_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return per_token.view_as(targets.float()).mean(dim=1).mean()
 
 
+def noise_levels(batch: int, cfg: TrainConfig, gen: torch.Generator) -> torch.Tensor:
+    """t per example: U(eps, 1), or with probability low_noise_p U(eps, low_noise_max)."""
+    t = sample_t(batch, cfg.eps, gen)
+    if cfg.low_noise_p > 0:
+        low = torch.rand(batch, generator=gen) < cfg.low_noise_p
+        t = torch.where(low, cfg.eps + (t - cfg.eps) * (cfg.low_noise_max - cfg.eps) / (1 - cfg.eps), t)
+    return t
+
+
 def losses(model, batch: Batch, cfg: TrainConfig, gen: torch.Generator) -> dict[str, torch.Tensor]:
     """AR loss on the encoder pass, diffusion loss on the (self-conditioned) decoder pass."""
     enc, ar_loss = encoder_pass(model, batch)
     vocab = model.config.text_config.vocab_size
-    t = sample_t(batch.canvas_targets.shape[0], cfg.eps, gen)
+    t = noise_levels(batch.canvas_targets.shape[0], cfg, gen)
     noisy, _ = corrupt(batch.canvas_targets, vocab, t, gen)
     kwargs = decoder_kwargs(batch, enc, noisy)
     use_sc = torch.rand(noisy.shape[0], generator=gen) < cfg.self_conditioning_p
@@ -288,10 +306,14 @@ def main() -> None:
     parser.add_argument("--mix", type=parse_mix, default=defaults.mix,
                         help="skill shares, e.g. arithmetic=5,picture=4,sudoku=2,json=1,story=1 (default: "
                              + ",".join(f"{s}={defaults.mix.count(s)}" for s in dict.fromkeys(defaults.mix)) + ")")
+    parser.add_argument("--low-noise-p", type=float, default=defaults.low_noise_p,
+                        help="share of examples whose noise level is drawn from U(eps, --low-noise-max)")
+    parser.add_argument("--low-noise-max", type=float, default=defaults.low_noise_max)
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args()
     cfg = TrainConfig(out=args.out, steps=args.steps, minutes=args.minutes, seed=args.seed,
-                      batch_size=args.batch_size, lr=args.lr, threads=args.threads, init=args.init, mix=args.mix)
+                      batch_size=args.batch_size, lr=args.lr, threads=args.threads, init=args.init, mix=args.mix,
+                      low_noise_p=args.low_noise_p, low_noise_max=args.low_noise_max)
     print(train(cfg, resume=args.resume))
 
 

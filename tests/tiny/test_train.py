@@ -1,5 +1,7 @@
 """Training the tiny DiffusionGemma: the loss falls, resuming is exact, the decoder cannot peek."""
 
+import argparse
+import collections
 import copy
 import random
 
@@ -10,10 +12,8 @@ from dg.loading import check_vocab
 from dg.tiny import skills
 from dg.tiny.data import encode_example, make_batch, num_canvases
 from dg.tiny.model import TinyModelConfig, build_model
-import argparse
-import collections
-
-from dg.tiny.train import SKILL_MIX, TrainConfig, examples_for_step, losses, make_optimizer, parse_mix, train
+from dg.tiny.train import (SKILL_MIX, TrainConfig, examples_for_step, losses, make_optimizer, noise_levels, parse_mix,
+                           train)
 
 MICRO = dict(hidden_size=32, num_attention_heads=2, num_key_value_heads=1, head_dim=16, intermediate_size=64,
              num_experts=2, top_k_experts=1, moe_intermediate_size=32, canvas_length=16,
@@ -116,7 +116,8 @@ def test_a_tokenizer_that_does_not_match_the_model_is_rejected(processor):
 
 
 @pytest.mark.parametrize("field, value", [("steps", 0), ("minutes", 0), ("batch_size", 0), ("lr", -1.0),
-                                          ("self_conditioning_p", 1.5), ("threads", 0), ("mix", ()),
+                                          ("self_conditioning_p", 1.5), ("threads", 0), ("mix", ()), ("low_noise_p", 1.5),
+                                          ("low_noise_max", 0.0),
                                           ("mix", ("sudoku", "chess"))])
 def test_impossible_training_settings_are_rejected_by_name(field, value):
     with pytest.raises(ValueError, match=field):
@@ -158,3 +159,14 @@ def test_the_stream_keeps_the_mix_across_steps_whatever_the_batch_size():
     cfg = TrainConfig(batch_size=3, mix=SKILL_MIX)
     seen = collections.Counter(ex.skill for step in range(len(SKILL_MIX)) for ex in examples_for_step(cfg, step))
     assert seen == collections.Counter(SKILL_MIX * cfg.batch_size)
+
+
+def test_low_noise_weighting_draws_that_share_of_levels_below_its_cap():
+    n = 20_000
+    plain = noise_levels(n, TrainConfig(), torch.Generator().manual_seed(0))
+    assert torch.equal(plain, TrainConfig().eps + (1 - TrainConfig().eps) * torch.rand(n, generator=torch.Generator().manual_seed(0)))
+    cfg = TrainConfig(low_noise_p=0.5, low_noise_max=0.2)
+    t = noise_levels(n, cfg, torch.Generator().manual_seed(0))
+    assert cfg.eps <= float(t.min()) and float(t.max()) <= 1
+    # half below 0.2 by choice, plus a fifth of the uniform half: 0.5 + 0.5 * 0.2 = 0.6
+    assert abs(float((t < 0.2).float().mean()) - 0.6) < 0.02
