@@ -2,7 +2,9 @@
 
 `load()` takes the embedded tiny model by default, a local folder, or a hub id that is already in the
 local Hugging Face cache (nothing is downloaded). Weights come from safetensors only and no remote
-code is run. bf16 on CUDA when available, float32 on CPU.
+code is run. bf16 on CUDA when available, float32 on CPU. Weights go from the checkpoint's memory map
+straight to the device (transformers' `device_map`, with accelerate), so no copy is staged in host RAM:
+on CUDA host memory stays near zero beyond that map; on CPU the weights are the model's only copy.
 
     python -c "from dg.loading import load; print(load().describe())"
 """
@@ -141,9 +143,11 @@ def load(model: str | os.PathLike | None = None, device=None, dtype: torch.dtype
     dtype = dtype or default_dtype
     local_only = {"local_files_only": True}
     try:
+        # device_map: each tensor goes from the safetensors mmap straight to `device`; a 26B checkpoint never
+        # stages its ~52 GB of bf16 weights in host RAM first (needs accelerate)
         net = DiffusionGemmaForBlockDiffusion.from_pretrained(
-            source, dtype=dtype, use_safetensors=True, trust_remote_code=False, **local_only)
-        net.to(device).eval()
+            source, dtype=dtype, device_map=device, use_safetensors=True, trust_remote_code=False, **local_only)
+        net.eval()
         processor = AutoProcessor.from_pretrained(source, trust_remote_code=False, **local_only)
         check_vocab(net, processor)
         sampler_config = SamplerConfig.from_generation_config(net.generation_config)

@@ -1,14 +1,22 @@
 """Loading checkpoints: local folders, cached hub ids, and loud failures."""
 
 import json
+import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 from PIL import Image
 
+from dg.bench.device import RELEASE_TEXT_CONFIG
 from dg.loading import check_inputs, load, pick_device, resolve
 from dg.prompts import build_inputs
+from dg.testing import tiny_model_for
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_a_saved_checkpoint_loads_with_its_processor_and_sampler_defaults(checkpoint_dir):
@@ -79,3 +87,71 @@ def test_inputs_beyond_the_context_or_too_thin_for_the_vision_tower_are_refused(
         thin = build_inputs(embedded.processor, "Hi", images=Image.new("RGB", size, "white"))
         with pytest.raises(ValueError, match=f"at most {side}; crop it closer to square"):
             check_inputs(model, thin, config)
+
+
+# Peak RSS of each load() in a fresh process, measured after the imports. Not ru_maxrss: a child started by
+# subprocess inherits its parent's peak in it (Linux keeps the larger of the two across exec), so pytest's
+# own size would hide the load. The kernel's VmHWM is reset to the current RSS before each load (clear_refs).
+PEAK_RSS_OF_LOADS = """
+import gc, json, sys
+import torch
+import transformers.models.diffusion_gemma.modeling_diffusion_gemma  # imports are not the load
+from dg.loading import load
+
+def status(key):
+    line = next(l for l in open("/proc/self/status") if l.startswith(key + ":"))
+    return int(line.split()[1]) * 1024
+
+torch.set_num_threads(1)
+peaks = {}
+for dtype in sys.argv[2:]:
+    gc.collect()
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    start = status("VmHWM")
+    model = load(sys.argv[1], device="cpu", dtype=getattr(torch, dtype)).model
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    peaks[dtype] = {"growth": status("VmHWM") - start, "weights": weights}
+    del model
+print(json.dumps(peaks))
+"""
+LOAD_SLACK = 64 * 2**20  # transformers' own bookkeeping during a load (measured: ~16 MB)
+HELD_COPIES = {
+    "bfloat16": 0,  # dg's CUDA dtype and the file's own: the weights are views of the memory map
+    "float32": 1,  # dg's CPU dtype: the float32 weights are the model itself, in host RAM (once)
+}
+
+
+@pytest.fixture(scope="module")
+def release_vocab_checkpoint(tmp_path_factory, processor):
+    """A random checkpoint with the release's vocabulary and bf16 file, hidden size 256: the tied 262,144 × 256
+    embedding is 95 % of its 71 M parameters (141 MB in bf16), so a stray copy of the weights stands out."""
+    path = tmp_path_factory.mktemp("release-vocab")
+    model = tiny_model_for(processor, vocab_size=RELEASE_TEXT_CONFIG["vocab_size"], hidden_size=256)
+    model.to(torch.bfloat16).save_pretrained(path)
+    model.generation_config.save_pretrained(path)
+    processor.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def load_peaks(release_vocab_checkpoint):
+    """dtype → peak RSS growth of its load and the loaded weights' bytes, from one fresh process."""
+    proc = subprocess.run([sys.executable, "-c", PEAK_RSS_OF_LOADS, str(release_vocab_checkpoint), *HELD_COPIES],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("dtype", HELD_COPIES)
+def test_loading_holds_at_most_one_copy_of_the_weights_in_host_memory(release_vocab_checkpoint, load_peaks, dtype):
+    """Weights go from the safetensors memory map straight to the device (device_map). The peak RSS of a load
+    stays within: the copies of the loaded weights the device itself holds in host RAM (HELD_COPIES) + the
+    file (its mapped pages count in RSS once read) + LOAD_SLACK. A loader that built the model in host RAM and
+    then copied it (to the device, or over a random init) would hold one more copy, and exceed the bound by far."""
+    growth, weights = load_peaks[dtype]["growth"], load_peaks[dtype]["weights"]
+    file_bytes = (release_vocab_checkpoint / "model.safetensors").stat().st_size
+    bound = HELD_COPIES[dtype] * weights + file_bytes + LOAD_SLACK
+    assert growth <= bound, (f"peak RSS grew {growth / 1e6:.0f} MB loading {weights / 1e6:.0f} MB of {dtype} "
+                             f"weights; bound {bound / 1e6:.0f} MB")
