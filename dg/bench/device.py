@@ -6,13 +6,20 @@ Random weights never settle, so every canvas runs exactly `steps` denoising step
 threshold is set below any reachable mean entropy); EOS is disabled so every run fills the same
 number of canvases. The model is built on the meta device and materialised on the GPU with the
 checkpoint's own initialisers (seconds, instead of minutes of CPU init and a 50 GB copy).
+
+Each diffusion run is timed twice: once plain (ms/step, tokens/s), once with the device drained
+around every phase of a step (decoder forward, sampling, recording), which splits a step's time at
+the cost of a few synchronisations. `python -m dg.bench.gpu_check` runs this check as one part of
+its report.
 """
 
 import statistics
 import time
+from contextlib import contextmanager
 
 import torch
 
+from dg import sampler
 from dg.ar import generate_ar
 from dg.bench.common import format_table, timed
 from dg.config import SamplerConfig
@@ -28,6 +35,32 @@ RELEASE_TEXT_CONFIG = dict(
     sliding_window=1024, max_position_embeddings=262_144,
 )
 NEVER_CONFIDENT = 1e-12  # mean entropy of a random model's softmax is never this low
+# Datasheet memory bandwidth (GB/s) by CUDA device name, most specific first: "H100 PCIe" must match
+# before "H100", "GH200" before "H200".
+PEAK_BANDWIDTH_GB_S = (
+    ("GH200", None),  # 480 GB (4.0 TB/s) and 144 GB (4.9 TB/s) parts share the name
+    ("H200", 4800.0),
+    ("H100 PCIe", 2000.0),
+    ("H100 NVL", 3900.0),
+    ("H100", 3350.0),  # SXM: "NVIDIA H100 80GB HBM3"
+    ("A100 80GB PCIe", 1935.0),
+    ("A100-SXM4-80GB", 2039.0),
+    ("A100", 1555.0),  # the 40 GB parts, SXM and PCIe
+    ("L40", 864.0),  # L40 and L40S
+    ("L4", 300.0),
+    ("A10G", 600.0),
+)
+# dg.sampler's names for the phases of one step, as `phase_timers` wraps them.
+STEP_PHASES = {"decode": "decoder_forward", "sample_step": "sampling", "_step_record": "recording",
+               "encode": "encoder"}
+
+
+def peak_bandwidth_gb_s(device_name: str) -> float | None:
+    """The datasheet memory bandwidth of a CUDA device by its name; None when unknown."""
+    for key, gb_s in PEAK_BANDWIDTH_GB_S:
+        if key in device_name:
+            return gb_s
+    return None
 
 
 def release_config():
@@ -36,12 +69,13 @@ def release_config():
     return DiffusionGemmaConfig(text_config=dict(RELEASE_TEXT_CONFIG))
 
 
-def require_cuda() -> torch.device:
+def require_cuda(what: str = "--device-check", instead: str = "drop --device-check for the tiny-model benchmark"
+                 ) -> torch.device:
     if not torch.cuda.is_available():
         raise SystemExit(
-            "--device-check needs a CUDA GPU, and torch sees none "
+            f"{what} needs a CUDA GPU, and torch sees none "
             f"(torch {torch.__version__}, CUDA build {torch.version.cuda or 'none'}). "
-            "Run it on a GPU machine, or drop --device-check for the tiny-model benchmark.")
+            f"Run it on a GPU machine, or {instead}.")
     return torch.device("cuda")
 
 
@@ -83,7 +117,47 @@ def time_prefill(model, prompt_ids, repeats: int = 3) -> float:
         return 1e3 * statistics.median(timed(run, prompt_ids.device)[1] for _ in range(repeats))
 
 
-def time_diffusion(model, prompt_ids, steps: int, canvases: int, backend: str) -> dict:
+@contextmanager
+def phase_timers(device):
+    """Time the phases of the sampler's steps: {phase: [seconds, calls]}, the device drained around each.
+
+    Wraps dg.sampler's own module-level calls (`STEP_PHASES`) for the duration of the block, so what
+    is timed is the sampler's real loop; whatever falls between the phases is the step's "other".
+    """
+    totals = {phase: [0.0, 0] for phase in STEP_PHASES.values()}
+    originals = {name: getattr(sampler, name) for name in STEP_PHASES}  # AttributeError if one is renamed
+
+    def timed_phase(fn, phase):
+        def run(*args, **kwargs):
+            result, seconds = timed(lambda: fn(*args, **kwargs), device)
+            totals[phase][0] += seconds
+            totals[phase][1] += 1
+            return result
+        return run
+
+    try:
+        for name, phase in STEP_PHASES.items():
+            setattr(sampler, name, timed_phase(originals[name], phase))
+        yield totals
+    finally:
+        for name, fn in originals.items():
+            setattr(sampler, name, fn)
+
+
+def split_step(model, inputs: dict, config: SamplerConfig, device) -> dict:
+    """ms per step of each phase (decoder forward, sampling, recording, other) over one synchronised run."""
+    with phase_timers(device) as totals:
+        torch.manual_seed(0)
+        _, wall = timed(lambda: generate_diffusion(model, inputs, config), device)
+    (encoder_s, canvases), steps = totals["encoder"], totals["decoder_forward"][1]
+    split = {phase: 1e3 * totals[phase][0] / steps for phase in ("decoder_forward", "sampling", "recording")}
+    total = 1e3 * (wall - encoder_s) / steps
+    split.update(other=total - sum(split.values()), total=total)
+    return {"split_ms_per_step": split, "encoder_ms_per_canvas": 1e3 * encoder_s / canvases,
+            "synchronised_wall_s": wall, "synchronised_steps": steps}
+
+
+def time_diffusion(model, prompt_ids, steps: int, canvases: int, backend: str, split: bool = True) -> dict:
     canvas = model.config.canvas_length
     config = SamplerConfig(max_denoising_steps=steps, confidence_threshold=NEVER_CONFIDENT,
                            max_new_tokens=canvas * canvases, backend=backend)
@@ -95,9 +169,12 @@ def time_diffusion(model, prompt_ids, steps: int, canvases: int, backend: str) -
     step_ms = statistics.median(
         _median_gap_ms([r.t for r in trace.steps_of(k)]) for k in range(len(trace.canvases)))
     metrics = trace.metrics()
-    return {"backend": backend, "ms_per_step": step_ms, "wall_s": wall, "tokens": metrics["tokens"],
-            "tps": metrics["tokens"] / wall, "tpf": metrics["tpf"], "steps": metrics["total_steps"],
-            "canvases": metrics["canvases"]}
+    result = {"backend": backend, "ms_per_step": step_ms, "wall_s": wall, "tokens": metrics["tokens"],
+              "tps": metrics["tokens"] / wall, "tpf": metrics["tpf"], "steps": metrics["total_steps"],
+              "canvases": metrics["canvases"]}
+    if split:
+        result.update(split_step(model, inputs, config, prompt_ids.device))
+    return result
 
 
 def time_ar(model, prompt_ids, n_tokens: int) -> dict:
@@ -129,7 +206,10 @@ def device_check(config=None, device=None, dtype=torch.bfloat16, prompt_length: 
               "params_b": sum(p.numel() for p in model.parameters()) / 1e9, "dtype": str(dtype).removeprefix("torch."),
               "device": torch.cuda.get_device_name(device) if device.type == "cuda" else str(device),
               "init_s": init_s, "prompt_length": prompt_length, "canvas_length": model.config.canvas_length,
-              "steps_per_canvas": steps, "prefill_ms": time_prefill(model, prompt_ids)}
+              "steps_per_canvas": steps, "canvases": canvases,
+              "implementations": {"attention": model.config._attn_implementation,
+                                  "experts": model.get_experts_implementation()[""]},
+              "prefill_ms": time_prefill(model, prompt_ids)}
     if device.type != "cuda":
         backends = tuple(b for b in backends if b != "triton")
     result["diffusion"] = [time_diffusion(model, prompt_ids, steps, canvases, b) for b in backends]
@@ -150,8 +230,12 @@ def format_device_check(result: dict) -> str:
             f"{result['steps_per_canvas']} steps per {result['canvas_length']}-token canvas\n"
             f"encoder prefill: {result['prefill_ms']:.1f} ms")
     rows = [{"mode": f"diffusion ({r['backend']} sampling)", "ms_per_step_or_token": r["ms_per_step"],
-             "tps": r["tps"], "tokens": r["tokens"], "tpf": r["tpf"]} for r in result["diffusion"]]
+             "tps": r["tps"], "tokens": r["tokens"], "tpf": r["tpf"],
+             **{f"{phase}_ms": ms for phase, ms in r.get("split_ms_per_step", {}).items() if phase != "total"}}
+            for r in result["diffusion"]]
     ar = result["ar"]
     rows.append({"mode": "AR (KV cache)", "ms_per_step_or_token": ar["ms_per_token"], "tps": ar["tps"],
                  "tokens": ar["tokens"], "tpf": 1.0})
-    return head + "\n" + format_table(rows, ["mode", "ms_per_step_or_token", "tps", "tokens", "tpf"])
+    split = [f"{phase}_ms" for phase in ("decoder_forward", "sampling", "recording", "other")]
+    return (head + "\n" + format_table(rows, ["mode", "ms_per_step_or_token", "tps", "tokens", "tpf", *split])
+            + "\n(the *_ms split comes from a second run with the device drained around each phase)")

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from dg.bench.device import device_check, format_device_check, materialise
+from dg import sampler
+from dg.bench.device import device_check, format_device_check, materialise, peak_bandwidth_gb_s, phase_timers
 from dg.testing import tiny_config
 
 
@@ -20,7 +21,30 @@ def test_device_check_machinery_runs_on_a_tiny_config(one_thread, positive_finit
     assert all(positive_finite(summary[k]) for k in ("prefill_ms", "ms_per_step", "diffusion_tps", "ar_tps"))
     run = result["diffusion"][0]
     assert run["steps"] == 6 and run["canvases"] == 2 and run["tokens"] > 0  # never stops early, no EOS
-    assert "device check" in format_device_check(result)
+    assert run["synchronised_steps"] == 6 and positive_finite(run["encoder_ms_per_canvas"])
+    split = run["split_ms_per_step"]
+    assert all(positive_finite(split[k]) for k in ("decoder_forward", "sampling", "recording", "total"))
+    phases = ("decoder_forward", "sampling", "recording", "other")
+    assert abs(sum(split[p] for p in phases) - split["total"]) < 1e-9
+    assert "device check" in format_device_check(result) and "decoder_forward_ms" in format_device_check(result)
+
+
+def test_phase_timers_time_the_sampler_s_own_calls_and_put_them_back():
+    before = {name: getattr(sampler, name) for name in ("decode", "sample_step", "_step_record", "encode")}
+    with phase_timers("cpu") as totals:
+        assert all(getattr(sampler, name) is not fn for name, fn in before.items())
+    assert all(getattr(sampler, name) is fn for name, fn in before.items())
+    assert totals == {phase: [0.0, 0] for phase in ("decoder_forward", "sampling", "recording", "encoder")}
+
+
+@pytest.mark.parametrize("name,gb_s", [
+    ("NVIDIA H200", 4800.0), ("NVIDIA H100 80GB HBM3", 3350.0), ("NVIDIA H100 PCIe", 2000.0),
+    ("NVIDIA H100 NVL", 3900.0), ("NVIDIA A100-SXM4-80GB", 2039.0), ("NVIDIA A100 80GB PCIe", 1935.0),
+    ("NVIDIA A100-PCIE-40GB", 1555.0), ("NVIDIA L40S", 864.0), ("NVIDIA L4", 300.0),
+    ("NVIDIA GH200 480GB", None), ("NVIDIA GeForce RTX 3090", None),
+])
+def test_peak_bandwidth_is_the_datasheet_figure_of_the_named_device(name, gb_s):
+    assert peak_bandwidth_gb_s(name) == gb_s
 
 
 def test_meta_materialised_model_has_the_buffers_of_a_normally_built_one():
