@@ -1,0 +1,409 @@
+"""The prepared GPU check: one command, at most 8 minutes on one H100/H200, one JSON file.
+
+    bash scripts/gpu-check.sh runs/gpu-check                 # python -m dg.bench.gpu_check --out runs/gpu-check
+    python -m dg.bench.gpu_check --out runs/smoke --smoke    # the same code on the CPU at tiny shapes, < 60 s
+
+Three parts, each in a process of its own under its own time limit, so a crash, an out-of-memory or a
+hang is recorded in the JSON and the next part still runs on a clean GPU:
+
+1. `kernel_tests`: `pytest tests/kernels` with TRITON_INTERPRET unset, so the Triton kernels run compiled
+   (smoke: a few of them in the interpreter);
+2. `sampling_step`: the fused Triton step against the torch reference at (B, C, V) = (1, 256, 262144) in
+   bf16 and float32 (the decoder emits float32 logits), through the dispatcher as the sampler calls it:
+   ms per call, GB/s of the step's floor traffic against the datasheet bandwidth and the measured copy
+   bandwidth, and whether both paths accept the same positions with the same tokens;
+3. `sampler`: the full-size DiffusionGemma 26B-A4B with random weights (`dg.bench.device`) at 12 steps per
+   canvas: tokens/s, ms per step, and each step split into decoder forward / sampling / recording.
+
+OUT/gpu-check.json holds `ok`, `mode` ("gpu" or "smoke"), `started`, `wall_s`, `device` (name, datasheet
+peak bandwidth or null when the name is unknown), `versions` (python, torch, triton, transformers, CUDA,
+commit), `plan` (shapes, steps, limits) and `parts`: for each part `status` ("ok", "failed": ran but its
+checks did not pass, "error", "timeout"), `wall_s`, `limit_s`, `error` (one line or null), `log_tail`
+(when not ok) and `result`. Exit code 0 when every part is ok, 1 otherwise, 2 without CUDA (unless --smoke).
+"""
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from importlib import metadata
+from pathlib import Path
+
+import torch
+
+from dg.bench.common import timed
+from dg.bench.device import peak_bandwidth_gb_s, require_cuda
+
+ROOT = Path(__file__).resolve().parents[2]
+REPORT_NAME = "gpu-check.json"
+TOTAL_BUDGET_S = 480  # the promise: the whole check within 8 minutes
+START_OVERHEAD_S = 30  # the parent's own imports, device queries and writing the report
+PART_LIMITS_S = {"kernel_tests": 150, "sampling_step": 90, "sampler": 210}
+SMOKE_KERNEL_TESTS = "acceptance_equals_entropy_bound_mask or launcher_rejects or looser_entropy_bound"
+CLEAR_MARGIN = 1.0  # logits of lead for every argmax: far more than one bf16 rounding step of the scaled logits
+ONE_HOT_MARGIN = 120.0  # logits of lead that make softmax(logits / τ) exactly one-hot in float32
+SPREAD_LOGITS = (2.0, 0.0, 0.0, 0.0)  # the one position the bound admits past the one-hot ones (H ≈ 0.7 nats)
+
+
+@dataclass(frozen=True)
+class CheckPlan:
+    """What each part runs and its time limit; `CheckPlan.for_smoke()` is the same check at CPU sizes."""
+
+    smoke: bool = False
+    step_shape: tuple[int, int, int] = (1, 256, 262_144)  # (B, C, V) of the release
+    step_repeats: int = 20
+    copy_mb: int = 1024
+    kernel_tests: str | None = None  # a pytest -k selection; None runs them all
+    steps_per_canvas: int = 12
+    canvases: int = 2
+    prompt_length: int = 512
+    ar_tokens: int = 64
+    limits_s: dict = field(default_factory=lambda: dict(PART_LIMITS_S))
+
+    def __post_init__(self):
+        batch, canvas, vocab = self.step_shape
+        if batch < 1 or canvas < 2 or vocab < 64:
+            raise ValueError(f"step_shape must be (B >= 1, C >= 2, V >= 64), got {self.step_shape}")
+        if self.steps_per_canvas < 2:  # ms/step is the gap between two steps
+            raise ValueError(f"steps_per_canvas must be >= 2, got {self.steps_per_canvas}")
+        if set(self.limits_s) != set(PART_LIMITS_S) or not all(v > 0 for v in self.limits_s.values()):
+            raise ValueError(f"limits_s must give every part of {list(PART_LIMITS_S)} > 0 s, got {self.limits_s}")
+        if not self.smoke and sum(self.limits_s.values()) + START_OVERHEAD_S > TOTAL_BUDGET_S:
+            raise ValueError(f"part limits {self.limits_s} exceed the {TOTAL_BUDGET_S} s budget")
+
+    @classmethod
+    def for_smoke(cls) -> "CheckPlan":
+        return cls(smoke=True, step_shape=(1, 16, 512), step_repeats=3, copy_mb=16, kernel_tests=SMOKE_KERNEL_TESTS,
+                   steps_per_canvas=2, canvases=1, prompt_length=12, ar_tokens=4,
+                   limits_s={"kernel_tests": 60, "sampling_step": 60, "sampler": 60})
+
+
+# ---------------------------------------------------------------------------------------------
+# Part 2: the sampling step, fused vs torch.
+# ---------------------------------------------------------------------------------------------
+def designed_logits(shape, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """float32 logits whose step is determined where the paths are compared: (logits, one-hot, expected accepted).
+
+    Every position's argmax leads by CLEAR_MARGIN, so both paths must agree on it. A third of the
+    positions are one-hot in float32 (entropy 0, the sample is the argmax whatever the RNG), so the
+    entropy bound accepts all of them; position 1 spreads over four tokens (H ≈ 0.7 nats, far below
+    the Gaussian rows' H ≥ 4) and is the one the bound admits next (its excess is 0), and no other
+    (the next excess is ≈ 0.7 > 0.1). Its token is a random draw, so it is not compared.
+    """
+    batch, canvas, _ = shape
+    generator = torch.Generator(device=device).manual_seed(0)
+    logits = torch.randn(shape, generator=generator, device=device)  # (B, C, V)
+    top = logits.argmax(dim=-1, keepdim=True)  # (B, C, 1)
+    one_hot = torch.zeros((batch, canvas), dtype=torch.bool, device=device)
+    one_hot[:, ::3] = True
+    one_hot[:, 1] = False
+    lead = torch.where(one_hot, ONE_HOT_MARGIN, CLEAR_MARGIN).unsqueeze(-1)  # (B, C, 1)
+    logits.scatter_add_(-1, top, lead)
+    logits[:, 1] = float("-inf")
+    logits[:, 1, :len(SPREAD_LOGITS)] = torch.tensor(SPREAD_LOGITS, device=device)
+    expected = one_hot.clone()
+    expected[:, 1] = True
+    return logits, one_hot, expected
+
+
+def time_call_ms(fn, device, repeats: int) -> float:
+    """Median ms of one call after two warm-ups (the first compiles); CUDA events on a GPU."""
+    fn()
+    fn()
+    if device.type != "cuda":
+        return 1e3 * statistics.median(timed(fn, device)[1] for _ in range(repeats))
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(repeats)]
+    for start, end in events:
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize(device)
+    return statistics.median(start.elapsed_time(end) for start, end in events)
+
+
+def agreement(fused, reference, one_hot, expected) -> dict:
+    """Do both paths take the same decisions where the step is determined?"""
+    compared = fused.accepted & reference.accepted & one_hot
+    checks = {
+        "same_argmax": torch.equal(fused.argmax, reference.argmax),
+        "same_accepted_positions": torch.equal(fused.accepted, reference.accepted),
+        "accepted_as_designed": torch.equal(fused.accepted, expected),
+        "same_accepted_tokens": torch.equal(fused.next_canvas[compared], reference.next_canvas[compared]),
+    }
+    return {**checks, "agree": all(checks.values()), "accepted": int(fused.accepted.sum()),
+            "compared_tokens": int(compared.sum()),
+            "max_entropy_diff": float((fused.entropy.float() - reference.entropy.float()).abs().max())}
+
+
+def sampling_step_part(plan: CheckPlan, device) -> tuple[dict, str | None]:
+    from dg.bench.step import memory_bandwidth
+    from dg.config import SamplerConfig
+    from dg.kernels.sampling import sample_step
+
+    config = SamplerConfig(max_denoising_steps=plan.steps_per_canvas)
+    # τ of a canvas's first step, a device tensor as in the sampler
+    temperature = config.temperature(torch.tensor(config.max_denoising_steps, dtype=torch.int32, device=device))
+    peak = peak_bandwidth_gb_s(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
+    result = {"shape": list(plan.step_shape), "temperature": float(temperature), "entropy_bound": config.entropy_bound,
+              "repeats": plan.step_repeats, "peak_bandwidth_gb_s": peak,
+              "copy_gb_s": memory_bandwidth(device, plan.copy_mb), "dtypes": {}}
+    logits32, one_hot, expected = designed_logits(plan.step_shape, device)
+    canvas = torch.zeros(plan.step_shape[:2], dtype=torch.long, device=device)
+    for dtype in (torch.bfloat16, torch.float32):
+        logits = logits32.to(dtype)
+        nbytes = 2 * logits.numel() * logits.element_size()  # read the logits, write the scaled logits
+        paths, steps = {}, {}
+        for backend in ("torch", "triton"):
+            run = partial(sample_step, logits, temperature, canvas, config.entropy_bound, backend=backend)
+            ms = time_call_ms(run, device, plan.step_repeats)
+            gb_s = nbytes / ms / 1e6
+            paths[backend] = {"ms": ms, "gb_s": gb_s, "fraction_of_peak": gb_s / peak if peak else None,
+                              "fraction_of_copy": gb_s / result["copy_gb_s"]}
+            torch.manual_seed(0)
+            steps[backend] = run()
+        result["dtypes"][str(dtype).removeprefix("torch.")] = {
+            **paths, "bytes": nbytes, "speedup": paths["torch"]["ms"] / paths["triton"]["ms"],
+            "agreement": agreement(steps["triton"], steps["torch"], one_hot, expected)}
+        del logits, steps
+    disagree = {name: [k for k, v in d["agreement"].items() if v is False] for name, d in result["dtypes"].items()}
+    failure = "; ".join(f"{name}: not {', '.join(keys)}" for name, keys in disagree.items() if keys)
+    return result, (f"the fused and torch steps disagree ({failure})" if failure else None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Part 3: the sampler on the full-size model.
+# ---------------------------------------------------------------------------------------------
+def sampler_part(plan: CheckPlan, device) -> tuple[dict, str | None]:
+    from dg.bench.device import device_check
+
+    if plan.smoke:
+        from dg.testing import tiny_config
+
+        config, dtype = tiny_config(vocab_size=plan.step_shape[-1], canvas_length=plan.step_shape[1]), torch.float32
+    else:
+        config, dtype = None, torch.bfloat16  # the release's 26B-A4B
+    result = device_check(config, device, dtype, prompt_length=plan.prompt_length, steps=plan.steps_per_canvas,
+                          canvases=plan.canvases, ar_tokens=plan.ar_tokens)
+    short = [r["backend"] for r in result["diffusion"] if r["steps"] != plan.steps_per_canvas * plan.canvases]
+    return result, (f"runs stopped early ({', '.join(short)})" if short else None)
+
+
+CHILD_PARTS = {"sampling_step": sampling_step_part, "sampler": sampler_part}
+
+
+def run_child(part: str, plan: CheckPlan, result_path: Path) -> int:
+    """One part in this process: {"result": ..., "failure": one line or null} goes to `result_path`."""
+    device = torch.device("cpu" if plan.smoke else "cuda")
+    result, failure = CHILD_PARTS[part](plan, device)
+    result_path.write_text(json.dumps(finite({"result": result, "failure": failure})))
+    return 0
+
+
+def read_child(path: Path) -> tuple[dict, str | None]:
+    written = json.loads(path.read_text())
+    return written["result"], written["failure"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The parent: each part in a subprocess with a time limit, one report.
+# ---------------------------------------------------------------------------------------------
+def finite(value):
+    """JSON-safe: NaN and ±inf become null, at any depth."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+def run_part(argv: list[str], env: dict, limit_s: float, read_result) -> dict:
+    """Run one part's command under a time limit; `read_result()` -> (result, failure or None), or raises.
+
+    Status: "ok" (exit 0, no failure), "failed" (a result whose checks did not pass), "error" (no
+    result: the part crashed), "timeout" (its process group is killed at `limit_s`).
+    """
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        log, _ = proc.communicate(timeout=limit_s)
+    except BaseException as stop:  # the limit, or Ctrl-C: never leave a part running on the GPU
+        os.killpg(proc.pid, signal.SIGKILL)  # the part's own process group, grandchildren included
+        log, _ = proc.communicate()
+        if not isinstance(stop, subprocess.TimeoutExpired):
+            raise
+        return {"status": "timeout", "wall_s": time.perf_counter() - start, "limit_s": limit_s,
+                "error": f"stopped at its {limit_s:g} s limit", "log_tail": log[-4000:], "result": None}
+    record = {"wall_s": time.perf_counter() - start, "limit_s": limit_s, "error": None}
+    try:
+        result, failure = read_result()
+    except (OSError, ValueError, KeyError, ET.ParseError) as error:
+        lines = [line for line in log.splitlines() if line.strip()]
+        reason = lines[-1] if lines else f"{type(error).__name__}: {error}"
+        return {"status": "error", **record, "error": f"exit code {proc.returncode}: {reason}",
+                "log_tail": log[-4000:], "result": None}
+    if failure is None and proc.returncode != 0:
+        failure = f"exit code {proc.returncode}"
+    if failure is not None:
+        record.update(error=failure, log_tail=log[-4000:])
+    return {"status": "ok" if failure is None else "failed", **record, "result": result}
+
+
+def read_junit(path: Path, plan: CheckPlan) -> tuple[dict, str | None]:
+    """pytest's JUnit XML -> counts and the names of the tests that did not pass."""
+    suites = ET.parse(path).getroot()
+    suites = suites.findall("testsuite") if suites.tag == "testsuites" else [suites]
+    counts = {k: sum(int(s.get(k, 0)) for s in suites) for k in ("tests", "failures", "errors", "skipped")}
+    failing = [f"{case.get('classname')}::{case.get('name')}" for s in suites for case in s.iter("testcase")
+               if case.find("failure") is not None or case.find("error") is not None]
+    passed = counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"]
+    result = {"compiled": not plan.smoke, "selection": plan.kernel_tests, "total": counts["tests"],
+              "passed": passed, "failed": counts["failures"], "errors": counts["errors"],
+              "skipped": counts["skipped"], "failing": failing[:20]}
+    if failing:
+        return result, f"{len(failing)} kernel test(s) did not pass: {', '.join(failing[:3])}"
+    return result, None if passed > 0 else "no kernel test ran"
+
+
+def part_env(plan: CheckPlan) -> dict:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
+    env.pop("TRITON_INTERPRET", None)  # compiled kernels on the GPU, whatever the caller's shell says
+    if plan.smoke:
+        env["TRITON_INTERPRET"] = "1"
+    return env
+
+
+def run_parts(plan: CheckPlan, scratch: Path) -> dict:
+    env = part_env(plan)
+    smoke = ["--smoke"] if plan.smoke else []
+    junit = scratch / "kernel-tests.xml"
+    pytest_argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/kernels",
+                   f"--junitxml={junit}", *(["-k", plan.kernel_tests] if plan.kernel_tests else [])]
+    parts = {}
+    print(f"kernel_tests: pytest tests/kernels ({'interpreted' if plan.smoke else 'compiled'}) ...", flush=True)
+    parts["kernel_tests"] = run_part(pytest_argv, env, plan.limits_s["kernel_tests"], lambda: read_junit(junit, plan))
+    _print_part("kernel_tests", parts["kernel_tests"])
+    for part in CHILD_PARTS:
+        result_path = scratch / f"{part}.json"
+        argv = [sys.executable, "-m", "dg.bench.gpu_check", "--part", part, "--result", str(result_path), *smoke]
+        print(f"{part} ...", flush=True)
+        parts[part] = run_part(argv, env, plan.limits_s[part], lambda p=result_path: read_child(p))
+        _print_part(part, parts[part])
+    return parts
+
+
+def _g(value, spec: str = ".3g") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def describe(name: str, result: dict) -> list[str]:
+    """The headline figures of one part's result, one line each."""
+    if name == "kernel_tests":
+        mode = "compiled" if result["compiled"] else "interpreted"
+        return [f"{result['passed']}/{result['total']} passed ({mode}), {result['failed']} failed, "
+                f"{result['errors']} errors, {result['skipped']} skipped"]
+    if name == "sampling_step":
+        lines = []
+        for dtype, d in result["dtypes"].items():
+            peak = d["triton"]["fraction_of_peak"]
+            of_peak = "peak unknown" if peak is None else f"{peak:.0%} of peak"
+            lines.append(f"{dtype}: torch {_g(d['torch']['ms'])} ms, triton {_g(d['triton']['ms'])} ms "
+                         f"({_g(d['triton']['gb_s'], '.4g')} GB/s, {of_peak}); "
+                         f"{'same' if d['agreement']['agree'] else 'DIFFERENT'} accepted positions and tokens")
+        return lines
+    return [f"{r['backend']} sampling: {_g(r['tps'], '.4g')} tok/s, {_g(r['ms_per_step'])} ms/step; split (ms): "
+            + ", ".join(f"{phase} {_g(ms)}" for phase, ms in r["split_ms_per_step"].items())
+            for r in result["diffusion"]]
+
+
+def _print_part(name: str, record: dict) -> None:
+    note = f": {record['error']}" if record["error"] else ""
+    print(f"{name}: {record['status']} in {record['wall_s']:.1f} s{note}", flush=True)
+    for line in describe(name, record["result"]) if record["result"] else []:
+        print(f"  {line}", flush=True)
+
+
+def device_info(plan: CheckPlan) -> dict:
+    if plan.smoke:
+        return {"name": f"cpu ({platform.machine()})", "peak_bandwidth_gb_s": None, "peak_bandwidth_source": "unknown"}
+    props = torch.cuda.get_device_properties(0)
+    peak = peak_bandwidth_gb_s(props.name)
+    return {"name": props.name, "peak_bandwidth_gb_s": peak,
+            "peak_bandwidth_source": "datasheet" if peak else "unknown",
+            "capability": f"{props.major}.{props.minor}", "memory_gib": props.total_memory / 2**30,
+            "multiprocessors": props.multi_processor_count, "count": torch.cuda.device_count()}
+
+
+def versions() -> dict:
+    def version(package):
+        try:
+            return metadata.version(package)
+        except metadata.PackageNotFoundError:
+            return None
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return {"python": platform.python_version(), "torch": torch.__version__, "triton": version("triton"),
+            "transformers": version("transformers"), "cuda": torch.version.cuda,
+            "commit": commit.stdout.strip() if commit.returncode == 0 else None}
+
+
+def run_check(plan: CheckPlan, out_dir: Path) -> dict:
+    """Every part, then OUT/gpu-check.json; returns the report."""
+    start = time.perf_counter()
+    report = {"ok": False, "mode": "smoke" if plan.smoke else "gpu",
+              "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "wall_s": None, "device": device_info(plan), "versions": versions(), "plan": asdict(plan)}
+    with tempfile.TemporaryDirectory(prefix="dg-gpu-check-") as scratch:
+        report["parts"] = run_parts(plan, Path(scratch))
+    report["ok"] = all(p["status"] == "ok" for p in report["parts"].values())
+    report["wall_s"] = time.perf_counter() - start
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / REPORT_NAME).write_text(json.dumps(finite(report), indent=2) + "\n")
+    return report
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m dg.bench.gpu_check", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, help=f"folder for {REPORT_NAME}")
+    parser.add_argument("--smoke", action="store_true", help="the same code on the CPU at tiny shapes (< 60 s)")
+    parser.add_argument("--part", choices=list(CHILD_PARTS), help=argparse.SUPPRESS)  # one part, in a child
+    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.part is None and args.out is None:
+        parser.error("--out DIR is required")
+    if args.part is not None and args.result is None:
+        parser.error("--part needs --result FILE")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    plan = CheckPlan.for_smoke() if args.smoke else CheckPlan()
+    if args.part is not None:
+        return run_child(args.part, plan, args.result)
+    if not args.smoke:
+        try:
+            require_cuda("the GPU check", "run it with --smoke for the same code on the CPU at tiny shapes")
+        except SystemExit as refusal:
+            print(refusal, file=sys.stderr)
+            return 2
+    report = run_check(plan, args.out)
+    print(f"{'ok' if report['ok'] else 'NOT ok'} in {report['wall_s']:.1f} s: {args.out / REPORT_NAME}")
+    return 0 if report["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
