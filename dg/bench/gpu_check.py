@@ -3,23 +3,20 @@
     bash scripts/gpu-check.sh runs/gpu-check                 # python -m dg.bench.gpu_check --out runs/gpu-check
     python -m dg.bench.gpu_check --out runs/smoke --smoke    # the same code on the CPU at tiny shapes, < 60 s
 
-Three parts, each in a process of its own under its own time limit, so a crash, an out-of-memory or a
-hang is recorded in the JSON and the next part still runs on a clean GPU:
+Three parts, each in a process of its own under its own time limit (a crash, an out-of-memory or a hang
+is recorded and the next part still runs, on a clean GPU):
+1. `kernel_tests`: `pytest tests/kernels` with TRITON_INTERPRET unset: the Triton kernels compiled;
+2. `sampling_step`: the fused Triton step vs the torch reference at (B, C, V) = (1, 256, 262144), bf16 and
+   float32, through the sampler's dispatcher: ms per call, GB/s of the step's floor traffic against the
+   datasheet and the measured copy bandwidth, and whether both accept the same positions and tokens;
+3. `sampler`: DiffusionGemma 26B-A4B, random weights (`dg.bench.device`), 12 steps per canvas: tokens/s,
+   ms per step, and the step split into decoder forward / sampling / recording.
 
-1. `kernel_tests`: `pytest tests/kernels` with TRITON_INTERPRET unset, so the Triton kernels run compiled
-   (smoke: a few of them in the interpreter);
-2. `sampling_step`: the fused Triton step against the torch reference at (B, C, V) = (1, 256, 262144) in
-   bf16 and float32 (the decoder emits float32 logits), through the dispatcher as the sampler calls it:
-   ms per call, GB/s of the step's floor traffic against the datasheet bandwidth and the measured copy
-   bandwidth, and whether both paths accept the same positions with the same tokens;
-3. `sampler`: the full-size DiffusionGemma 26B-A4B with random weights (`dg.bench.device`) at 12 steps per
-   canvas: tokens/s, ms per step, and each step split into decoder forward / sampling / recording.
-
-OUT/gpu-check.json holds `ok`, `mode` ("gpu" or "smoke"), `started`, `wall_s`, `device` (name, datasheet
-peak bandwidth or null when the name is unknown), `versions` (python, torch, triton, transformers, CUDA,
-commit), `plan` (shapes, steps, limits) and `parts`: for each part `status` ("ok", "failed": ran but its
-checks did not pass, "error", "timeout"), `wall_s`, `limit_s`, `error` (one line or null), `log_tail`
-(when not ok) and `result`. Exit code 0 when every part is ok, 1 otherwise, 2 without CUDA (unless --smoke).
+OUT/gpu-check.json: `ok`, `mode` ("gpu" | "smoke"), `started`, `wall_s`, `device` (name, datasheet peak
+bandwidth or null), `versions` (python, torch, triton, transformers, cuda, commit), `plan`, and `parts`,
+each {`status` ("ok" | "failed": its checks did not pass | "error" | "timeout"), `wall_s`, `limit_s`,
+`error` (one line or null), `log_tail` (when not ok), `result`}. Exit 0 when every part is ok, else 1;
+2 without CUDA (unless --smoke).
 """
 
 import argparse
@@ -89,9 +86,7 @@ class CheckPlan:
                    limits_s={"kernel_tests": 60, "sampling_step": 60, "sampler": 60})
 
 
-# ---------------------------------------------------------------------------------------------
 # Part 2: the sampling step, fused vs torch.
-# ---------------------------------------------------------------------------------------------
 def designed_logits(shape, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """float32 logits whose step is determined where the paths are compared: (logits, one-hot, expected accepted).
 
@@ -181,9 +176,7 @@ def sampling_step_part(plan: CheckPlan, device) -> tuple[dict, str | None]:
     return result, (f"the fused and torch steps disagree ({failure})" if failure else None)
 
 
-# ---------------------------------------------------------------------------------------------
 # Part 3: the sampler on the full-size model.
-# ---------------------------------------------------------------------------------------------
 def sampler_part(plan: CheckPlan, device) -> tuple[dict, str | None]:
     from dg.bench.device import device_check
 
@@ -215,9 +208,7 @@ def read_child(path: Path) -> tuple[dict, str | None]:
     return written["result"], written["failure"]
 
 
-# ---------------------------------------------------------------------------------------------
 # The parent: each part in a subprocess with a time limit, one report.
-# ---------------------------------------------------------------------------------------------
 def finite(value):
     """JSON-safe: NaN and ±inf become null, at any depth."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -332,7 +323,11 @@ def describe(name: str, result: dict) -> list[str]:
 def _print_part(name: str, record: dict) -> None:
     note = f": {record['error']}" if record["error"] else ""
     print(f"{name}: {record['status']} in {record['wall_s']:.1f} s{note}", flush=True)
-    for line in describe(name, record["result"]) if record["result"] else []:
+    try:  # a summary line never stops the check: the JSON has the figures
+        lines = describe(name, record["result"]) if record["result"] else []
+    except (KeyError, TypeError, ValueError) as error:
+        lines = [f"(no summary: {type(error).__name__} {error})"]
+    for line in lines:
         print(f"  {line}", flush=True)
 
 
@@ -354,10 +349,13 @@ def versions() -> dict:
         except metadata.PackageNotFoundError:
             return None
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    try:
+        git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        commit = git.stdout.strip() if git.returncode == 0 else None
+    except OSError:  # no git on the machine
+        commit = None
     return {"python": platform.python_version(), "torch": torch.__version__, "triton": version("triton"),
-            "transformers": version("transformers"), "cuda": torch.version.cuda,
-            "commit": commit.stdout.strip() if commit.returncode == 0 else None}
+            "transformers": version("transformers"), "cuda": torch.version.cuda, "commit": commit}
 
 
 def run_check(plan: CheckPlan, out_dir: Path) -> dict:
