@@ -9,6 +9,8 @@ on CUDA host memory stays near zero beyond that map; on CPU the weights are the 
     python -c "from dg.loading import load; print(load().describe())"
 """
 
+import json
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -22,6 +24,8 @@ from dg.passes import eos_token_ids, pad_token_id
 EMBEDDED_MODEL = Path(__file__).resolve().parent.parent / "assets" / "diffusiongemma-tiny"
 RELEASE_ID = "google/diffusiongemma-26B-A4B-it"
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]*[A-Za-z0-9]")
+FLOAT_DTYPES = {"F64", "F32", "F16", "BF16"}  # safetensors dtypes that from_pretrained(dtype=...) casts
+MAX_HEADER_BYTES = 100 * 2**20  # a safetensors header is JSON of names and shapes: a few MB at most
 
 
 @dataclass
@@ -50,6 +54,11 @@ class Loaded:
         cfg = self.model.config
         return (f"{self.source}: {n / 1e6:.1f} M params, vocab {cfg.text_config.vocab_size}, "
                 f"canvas {cfg.canvas_length}, {self.dtype} on {self.device}")
+
+
+def one_line(err: BaseException) -> str:
+    """An error's message on one line (at most 300 characters), or its type when it has none."""
+    return " ".join(str(err).split())[:300] or type(err).__name__
 
 
 def pick_device(device=None) -> tuple[torch.device, torch.dtype]:
@@ -96,6 +105,55 @@ def resolve(model: str | os.PathLike | None) -> str:
             f"model {name!r} not found: no local folder {path.resolve()} and not in the Hugging Face "
             f"cache {HF_HUB_CACHE} (dg never downloads; fetch it first with `hf download {name}`)")
     raise FileNotFoundError(f"model {name!r} not found: no folder at {path.resolve()}")
+
+
+def checkpoint_folder(source: str) -> Path:
+    """The local folder of a resolved source: the folder itself, or a cached hub id's snapshot."""
+    if Path(source).is_dir():
+        return Path(source)
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(source, local_files_only=True))
+
+
+def safetensors_header(file: Path) -> dict:
+    """Tensor name → dtype, shape and byte offsets, read from the file's header (no tensor is read)."""
+    with open(file, "rb") as f:
+        size = int.from_bytes(f.read(8), "little")
+        if not 0 < size <= MAX_HEADER_BYTES:
+            raise ValueError(f"{file} is not a safetensors file (header of {size} bytes)")
+        header = json.loads(f.read(size))
+    header.pop("__metadata__", None)
+    return header
+
+
+def weights_bytes(source: str, dtype: torch.dtype) -> int:
+    """Bytes a checkpoint's weights take once loaded in `dtype`, from its safetensors headers (and index)
+    alone: floating tensors at `dtype`'s size, the others (integer, fp8) at their stored size."""
+    folder = checkpoint_folder(source)
+    index = folder / "model.safetensors.index.json"
+    if index.exists():
+        files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+    elif (folder / "model.safetensors").exists():
+        files = ["model.safetensors"]
+    else:
+        raise FileNotFoundError(f"{folder} has no model.safetensors nor model.safetensors.index.json")
+    total = 0
+    for name in files:
+        for tensor in safetensors_header(folder / name).values():
+            stored = tensor["data_offsets"][1] - tensor["data_offsets"][0]
+            total += math.prod(tensor["shape"]) * dtype.itemsize if tensor["dtype"] in FLOAT_DTYPES else stored
+    return total
+
+
+def free_memory(device: torch.device) -> dict[torch.device, int]:
+    """Free bytes of `device`, then of every other CUDA device. Empty off CUDA: host memory is not
+    checked (weights load from the checkpoint's memory map, which the OS pages in and out)."""
+    if device.type != "cuda":
+        return {}
+    first = device.index if device.index is not None else torch.cuda.current_device()
+    order = [first, *(i for i in range(torch.cuda.device_count()) if i != first)]
+    return {torch.device("cuda", i): torch.cuda.mem_get_info(i)[0] for i in order}
 
 
 def check_vocab(model, processor, *, exact: bool = False) -> None:
@@ -152,6 +210,5 @@ def load(model: str | os.PathLike | None = None, device=None, dtype: torch.dtype
         check_vocab(net, processor)
         sampler_config = SamplerConfig.from_generation_config(net.generation_config)
     except Exception as err:  # a broken config, missing or truncated weights, a foreign tokenizer: one line
-        reason = " ".join(str(err).split())[:300] or type(err).__name__
-        raise ValueError(f"cannot load the checkpoint {source}: {reason}") from err
+        raise ValueError(f"cannot load the checkpoint {source}: {one_line(err)}") from err
     return Loaded(net, processor, sampler_config, source, device, dtype)

@@ -12,7 +12,7 @@ import torch
 from PIL import Image
 
 from dg.bench.device import RELEASE_TEXT_CONFIG
-from dg.loading import check_inputs, load, pick_device, resolve
+from dg.loading import check_inputs, load, pick_device, resolve, weights_bytes
 from dg.prompts import build_inputs
 from dg.testing import tiny_model_for
 
@@ -87,6 +87,45 @@ def test_inputs_beyond_the_context_or_too_thin_for_the_vision_tower_are_refused(
         thin = build_inputs(embedded.processor, "Hi", images=Image.new("RGB", size, "white"))
         with pytest.raises(ValueError, match=f"at most {side}; crop it closer to square"):
             check_inputs(model, thin, config)
+
+
+def saved_bytes(model) -> int:
+    """Bytes of a model's distinct saved tensors (a tied weight counts once)."""
+    return sum({t.data_ptr(): t.numel() * t.element_size() for t in model.state_dict().values()}.values())
+
+
+def cache_snapshot(cache, repo_id: str, folder) -> None:
+    """Lay `folder` out as a Hugging Face cache holds a downloaded hub id: refs/main → snapshots/<commit>."""
+    repo = cache / f"models--{repo_id.replace('/', '--')}"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("0" * 40)
+    shutil.copytree(folder, repo / "snapshots" / ("0" * 40))
+
+
+def test_the_weights_estimate_from_safetensors_headers_is_what_a_load_takes(checkpoint_dir, tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    model = load(checkpoint_dir, device="cpu").model  # float32, the checkpoint's own dtype
+    assert weights_bytes(str(checkpoint_dir), torch.float32) == saved_bytes(model)
+    in_bf16 = load(checkpoint_dir, device="cpu", dtype=torch.bfloat16).model
+    assert weights_bytes(str(checkpoint_dir), torch.bfloat16) == saved_bytes(in_bf16)
+    sharded = tmp_path / "sharded"
+    model.save_pretrained(sharded, max_shard_size="100KB")
+    assert (sharded / "model.safetensors.index.json").exists() and len(list(sharded.glob("*.safetensors"))) > 1
+    assert weights_bytes(str(sharded), torch.float32) == saved_bytes(model)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    cache_snapshot(tmp_path / "hub", "someone/sharded", sharded)
+    assert weights_bytes(resolve("someone/sharded"), torch.float32) == saved_bytes(model)
+
+
+def test_a_checkpoint_without_safetensors_weights_has_no_estimate(checkpoint_dir, tmp_path):
+    none = broken_copy(checkpoint_dir, tmp_path, "none", lambda f: (f / "model.safetensors").unlink())
+    with pytest.raises(FileNotFoundError, match="no model.safetensors"):
+        weights_bytes(str(none), torch.float32)
+    garbage = broken_copy(checkpoint_dir, tmp_path, "garbage",
+                          lambda f: (f / "model.safetensors").write_bytes(b"\xff" * 99))
+    with pytest.raises(ValueError, match="not a safetensors file"):
+        weights_bytes(str(garbage), torch.float32)
 
 
 # Peak RSS of each load() in a fresh process, measured after the imports. Not ru_maxrss: a child started by
