@@ -10,6 +10,7 @@ without either it takes 7860 or the next free port, and prints the URL.
 
 import argparse
 import socket
+import sys
 from contextlib import contextmanager
 
 import gradio as gr
@@ -82,8 +83,9 @@ def main() -> None:
     try:
         loaded = load(args.model)
         ar_model = race.load_ar_model(args.ar_model) if args.ar_model else None
-    except (FileNotFoundError, ValueError) as err:
-        raise SystemExit(f"app.py: {err}") from None
+    except (FileNotFoundError, ValueError) as err:  # one line, exit code 2, as the CLI's bad input
+        print(f"app.py: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
     share_cpu(loaded.device)
     files.remove_on_exit()  # SIGTERM too removes the files handed out
     print(loaded.describe())

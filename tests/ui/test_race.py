@@ -121,3 +121,54 @@ def test_a_new_race_clears_the_last_chart_and_result_before_it_runs(url, tmp_pat
     result, chart = first[RESULT], first[CHART]
     assert result == "" and chart is None
     assert "wins" in job.outputs()[-1][RESULT] or "No winner" in job.outputs()[-1][RESULT]
+
+
+GB = 10**9
+CUDA0, CUDA1 = torch.device("cuda", 0), torch.device("cuda", 1)
+
+
+def test_an_ar_model_that_fits_nowhere_is_refused_in_one_line_that_says_what_fits():
+    with pytest.raises(ValueError) as err:  # an 80 GB H100 beside the 52 GB diffusion model
+        race.place_ar_model("google/gemma-4-26B-A4B-it", 50 * GB, {CUDA0: 26 * GB})
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("--ar-model google/gemma-4-26B-A4B-it needs 50.0 GB")
+    fits = 26 - race.AR_HEADROOM_BYTES / GB
+    assert "cuda:0 has 26.0 GB free" in message and f"up to {fits:.1f} GB of weights fits (on cuda:0)" in message
+    assert "the same-weights AR race (leave out --ar-model) always fits" in message
+    with pytest.raises(ValueError, match="no other GPU has room \\(30.0 GB free at most\\).* fits \\(on cuda:1\\)"):
+        race.place_ar_model("big", 50 * GB, {CUDA0: 26 * GB, CUDA1: 30 * GB})
+
+
+def test_an_ar_model_goes_beside_the_diffusion_model_when_it_fits_else_to_another_gpu_with_room():
+    headroom = race.AR_HEADROOM_BYTES
+    assert race.place_ar_model("m", 50 * GB, {CUDA0: 50 * GB + headroom, CUDA1: 140 * GB}) == CUDA0
+    assert race.place_ar_model("m", 50 * GB, {CUDA0: 50 * GB + headroom - 1, CUDA1: 140 * GB}) == CUDA1
+    assert race.place_ar_model("m", 50 * GB, {CUDA1: 26 * GB, CUDA0: 60 * GB}) == CUDA0
+
+
+def test_loading_an_ar_model_checks_the_room_its_weights_need_before_reading_them(ar_model_dir, monkeypatch):
+    import dg.loading
+
+    needed = dg.loading.weights_bytes(str(ar_model_dir), torch.float32)
+    cpu = torch.device("cpu")  # the CPU stands in for a GPU: the same check with fake free memory
+    monkeypatch.setattr(dg.loading, "free_memory", lambda device: {cpu: needed + race.AR_HEADROOM_BYTES - 1})
+    with pytest.raises(ValueError, match=f"needs {needed / GB:.1f} GB of weights"):
+        race.load_ar_model(str(ar_model_dir))
+    monkeypatch.setattr(dg.loading, "free_memory", lambda device: {cpu: needed + race.AR_HEADROOM_BYTES})
+    assert race.load_ar_model(str(ar_model_dir)).model.device == cpu
+
+
+@pytest.mark.parametrize("main, prog", [("dg.ui.app", "app.py"), ("dg.ui.race", "dg.ui.race")])
+def test_an_ar_model_without_room_is_one_line_and_exit_code_2(checkpoint_dir, ar_model_dir, monkeypatch, capsys,
+                                                              main, prog):
+    import importlib
+
+    import dg.loading
+
+    monkeypatch.setattr(dg.loading, "free_memory", lambda device: {torch.device("cpu"): 0})
+    monkeypatch.setattr("sys.argv", [prog, "--model", str(checkpoint_dir), "--ar-model", str(ar_model_dir)])
+    with pytest.raises(SystemExit) as exit_:
+        importlib.import_module(main).main()
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"{prog}: --ar-model {ar_model_dir} needs") and "always fits" in err
