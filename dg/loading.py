@@ -147,13 +147,15 @@ def weights_bytes(source: str, dtype: torch.dtype) -> int:
 
 
 def free_memory(device: torch.device) -> dict[torch.device, int]:
-    """Free bytes of `device`, then of every other CUDA device. Empty off CUDA: host memory is not
-    checked (weights load from the checkpoint's memory map, which the OS pages in and out)."""
+    """Bytes this process can still allocate on `device`, then on every other CUDA device: the driver's free
+    memory plus what torch's caching allocator holds unused. Empty off CUDA: host memory is not checked
+    (weights load from the checkpoint's memory map, which the OS pages in and out)."""
     if device.type != "cuda":
         return {}
     first = device.index if device.index is not None else torch.cuda.current_device()
     order = [first, *(i for i in range(torch.cuda.device_count()) if i != first)]
-    return {torch.device("cuda", i): torch.cuda.mem_get_info(i)[0] for i in order}
+    return {torch.device("cuda", i): torch.cuda.mem_get_info(i)[0] + torch.cuda.memory_reserved(i)
+            - torch.cuda.memory_allocated(i) for i in order}
 
 
 def check_vocab(model, processor, *, exact: bool = False) -> None:

@@ -12,7 +12,7 @@ import torch
 from PIL import Image
 
 from dg.bench.device import RELEASE_TEXT_CONFIG
-from dg.loading import check_inputs, load, pick_device, resolve, weights_bytes
+from dg.loading import check_inputs, free_memory, load, pick_device, resolve, weights_bytes
 from dg.prompts import build_inputs
 from dg.testing import tiny_model_for
 
@@ -126,6 +126,20 @@ def test_a_checkpoint_without_safetensors_weights_has_no_estimate(checkpoint_dir
                           lambda f: (f / "model.safetensors").write_bytes(b"\xff" * 99))
     with pytest.raises(ValueError, match="not a safetensors file"):
         weights_bytes(str(garbage), torch.float32)
+
+
+def test_free_memory_lists_the_requested_gpu_first_with_what_torch_holds_unused(monkeypatch):
+    driver_free, reserved, allocated = [10, 20, 30], [5, 0, 7], [1, 0, 7]  # fake figures for three GPUs
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 3)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda i: (driver_free[i], 100))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda i: reserved[i])
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda i: allocated[i])
+    free = free_memory(torch.device("cuda"))
+    assert list(free.items()) == [(torch.device("cuda", 1), 20), (torch.device("cuda", 0), 14),
+                                  (torch.device("cuda", 2), 30)]
+    assert list(free_memory(torch.device("cuda", 2))) == [torch.device("cuda", i) for i in (2, 0, 1)]
+    assert free_memory(torch.device("cpu")) == {}
 
 
 # Peak RSS of each load() in a fresh process, measured after the imports. Not ru_maxrss: a child started by
