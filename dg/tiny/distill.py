@@ -2,7 +2,10 @@
 
 1. Collect: run the entropy-bound sampler (the checkpoint's own generation config) on training prompts
    (seeds disjoint from SFT's stream and from evaluation) and keep the trajectories whose answer the
-   skill's scorer accepts: the reward.
+   skill's scorer accepts: the reward. With `correct`, a rejected trajectory is kept too, with the
+   reference reply as its target: the decoder sees its own mistaken states (a carry guessed early, the
+   sums made to agree with it) and learns the right canvas from them, which uniform corruption never
+   shows it.
 2. Train: the decoder learns to predict each kept trajectory's committed canvas from every noisy
    canvas of that trajectory, with the self-conditioning it saw at that step (the previous step's
    τ-scaled distribution, rebuilt from the step record's top-k and renormalised over it; step one has
@@ -30,9 +33,9 @@ from dg.loading import check_vocab
 from dg.prompts import build_inputs, decode_reply
 from dg.sampler import generate_diffusion
 from dg.tiny import skills
-from dg.tiny.data import Encoded, make_batch
+from dg.tiny.data import Encoded, encode_example, make_batch, num_canvases
 from dg.tiny.train import (SKILL_MIX, TrainConfig, batch_for_step, canvas_loss, decoder_kwargs, encoder_pass,
-                           lr_at, make_optimizer, losses)
+                           lr_at, make_optimizer, losses, parse_mix)
 
 DISTILL_SEED_BASE = 500_000_000  # prompts for trajectories: far from SFT's stream and from eval's seeds
 SC_FLOOR = -1e4  # logit of tokens outside a record's top-k: softmax gives them ~0 mass
@@ -50,6 +53,8 @@ class DistillConfig:
     batch_size: int = 16
     lr: float = 3e-4
     sft_share: float = 0.25  # share of steps that are plain uniform-corruption SFT batches
+    correct: bool = False  # also keep rejected trajectories, with the reference reply as the target
+    mix: tuple[str, ...] = SKILL_MIX  # the collected prompts' skills (round-robin, as in training)
     threads: int = 1
     train: TrainConfig = field(default_factory=TrainConfig)
 
@@ -64,6 +69,8 @@ class DistillConfig:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         if not 0 <= self.sft_share < 1:
             raise ValueError(f"sft_share must be in [0, 1), got {self.sft_share}")
+        if not self.mix or set(self.mix) - set(skills.SKILLS):
+            raise ValueError(f"mix must name skills of {skills.SKILLS}, got {self.mix}")
 
 
 @dataclass
@@ -76,12 +83,17 @@ class Row:
     sc_probs: object | None  # (C, k) their probabilities under softmax(logits / τ)
 
 
-def trajectory_rows(trace, inputs: dict) -> list[Row]:
-    """Every step of every canvas of `trace` as a row; the targets are its committed canvases."""
-    reply = trace.token_ids
+def trajectory_rows(trace, inputs: dict, reply: list[int] | None = None) -> list[Row]:
+    """Every step of every canvas of `trace` as a row; the targets are its committed canvases, or those
+    of `reply` (the reference) when given."""
+    canvases = len(trace.canvases)
+    if reply is None:
+        reply = trace.token_ids
+    else:  # canvases past the reference's last one have no context to learn from
+        canvases = min(canvases, num_canvases(len(reply), trace.start.canvas_length))
     pixel = inputs.get("pixel_values")
     rows = []
-    for k in range(len(trace.canvases)):
+    for k in range(canvases):
         previous = None
         for record in trace.steps_of(k):
             encoded = Encoded(inputs["input_ids"][0].tolist(), reply, pixel, inputs.get("image_position_ids"),
@@ -97,7 +109,7 @@ def collect(model, processor, cfg: DistillConfig, progress: bool = True) -> tupl
     """Run the sampler on `cfg.prompts` training prompts; rows of the trajectories the scorer accepts."""
     model.eval()
     config = SamplerConfig.from_generation_config(model.generation_config).replace(backend="torch")
-    examples = skills.sample_examples(DISTILL_SEED_BASE + cfg.seed, cfg.prompts, SKILL_MIX)
+    examples = skills.sample_examples(DISTILL_SEED_BASE + cfg.seed, cfg.prompts, cfg.mix)
     seeds = random.Random(cfg.seed)
     rows, kept, tpf = [], {}, {}
     for ex in tqdm(examples, desc="collect", mininterval=10, disable=not progress):
@@ -109,6 +121,8 @@ def collect(model, processor, cfg: DistillConfig, progress: bool = True) -> tupl
         tpf.setdefault(ex.skill, []).append(trace.metrics()["tpf"])
         if ok:
             rows.extend(trajectory_rows(trace, inputs))
+        elif cfg.correct:
+            rows.extend(trajectory_rows(trace, inputs, encode_example(ex, processor).reply_ids))
     stats = {s: {"n": len(v), "kept": sum(v) / len(v), "tpf": sum(tpf[s]) / len(tpf[s])} for s, v in kept.items()}
     return rows, stats
 
@@ -189,9 +203,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--lr", type=float, default=defaults.lr)
     parser.add_argument("--threads", type=int, default=defaults.threads)
+    parser.add_argument("--correct", action="store_true",
+                        help="keep rejected trajectories too, with the reference reply as their target")
+    parser.add_argument("--mix", type=parse_mix, default=defaults.mix,
+                        help="skills of the collected prompts, e.g. arithmetic=3,sudoku=1 (default: training's)")
     args = parser.parse_args()
     cfg = DistillConfig(init=args.init, out=args.out, prompts=args.prompts, minutes=args.minutes,
-                        seed=args.seed, lr=args.lr, threads=args.threads)
+                        seed=args.seed, lr=args.lr, threads=args.threads, correct=args.correct, mix=args.mix)
     print(distill(cfg))
 
 

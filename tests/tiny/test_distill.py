@@ -37,6 +37,18 @@ def test_every_step_of_every_canvas_becomes_a_row_aimed_at_its_committed_canvas(
         assert row.encoded.reply_ids == trace.token_ids
 
 
+def test_a_corrected_trajectory_aims_its_own_states_at_the_reference_reply(run):
+    model, inputs, trace = run
+    assert len(trace.canvases) == 2
+    two = list(range(100, 120))  # a reference spanning both 16-token canvases
+    rows = distill.trajectory_rows(trace, inputs, reply=two)
+    assert [r.noisy for r in rows] == [s.noisy.tolist() for s in trace.steps]
+    assert all(r.encoded.reply_ids == two for r in rows)
+    one = list(range(100, 110))  # a reference that ends in the first canvas: the second has no context
+    rows = distill.trajectory_rows(trace, inputs, reply=one)
+    assert [r.encoded.canvas_index for r in rows] == [s.canvas for s in trace.steps if s.canvas == 0]
+
+
 def test_rows_feed_the_decoder_the_self_conditioning_the_sampler_fed_it(run, processor):
     """Rebuilt from top-k, the SC input gives (nearly) the logits the sampler saw at that step."""
     model, inputs, trace = run
@@ -66,7 +78,7 @@ def test_the_distillation_loss_trains_the_decoder_towards_the_committed_canvas(r
 
 
 @pytest.mark.parametrize("field, value", [("prompts", 0), ("minutes", 0), ("batch_size", 0), ("lr", 0),
-                                          ("sft_share", 1.0)])
+                                          ("sft_share", 1.0), ("mix", ("chess",))])
 def test_impossible_distillation_settings_are_rejected_by_name(field, value):
     with pytest.raises(ValueError, match=field):
         distill.DistillConfig(**{field: value})
