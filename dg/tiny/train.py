@@ -64,6 +64,11 @@ class TrainConfig:
     # trace's carry and sum tokens must follow from the digits around them
     low_noise_p: float = 0.0
     low_noise_max: float = 0.3
+    # share of replaced tokens that take another token of the same canvas instead of a uniform one: a
+    # digit swapped for a digit, a name for a name. The sampler renoises with the model's own samples,
+    # which look plausible; uniform replacements almost never do, so without this the decoder learns to
+    # keep any plausible token (a wrong sum digit stays wrong) and to fix only the implausible ones
+    plausible_p: float = 0.0
     self_conditioning_p: float = 0.5
     ar_weight: float = 1.0
     checkpoint_minutes: float = 5.0
@@ -89,6 +94,8 @@ class TrainConfig:
             raise ValueError(f"low_noise_p must be in [0, 1], got {self.low_noise_p}")
         if not self.eps < self.low_noise_max <= 1:
             raise ValueError(f"low_noise_max must be in (eps, 1], got {self.low_noise_max}")
+        if not 0 <= self.plausible_p <= 1:
+            raise ValueError(f"plausible_p must be in [0, 1], got {self.plausible_p}")
         if not 0 <= self.self_conditioning_p <= 1:
             raise ValueError(f"self_conditioning_p must be in [0, 1], got {self.self_conditioning_p}")
         if self.checkpoint_minutes <= 0:
@@ -203,12 +210,24 @@ def noise_levels(batch: int, cfg: TrainConfig, gen: torch.Generator) -> torch.Te
     return t
 
 
+def plausible_swaps(targets: torch.Tensor, noisy: torch.Tensor, replaced: torch.Tensor, p: float,
+                    gen: torch.Generator) -> torch.Tensor:
+    """`noisy` with a share `p` of its replaced positions set to the token at a random position of the same
+    row of `targets` (B, C): replacements that look like the canvas's own tokens."""
+    rows, length = targets.shape
+    source = torch.randint(0, length, (rows, length), generator=gen)
+    swap = replaced & (torch.rand(rows, length, generator=gen) < p)
+    return torch.where(swap, targets.gather(1, source), noisy)
+
+
 def losses(model, batch: Batch, cfg: TrainConfig, gen: torch.Generator) -> dict[str, torch.Tensor]:
     """AR loss on the encoder pass, diffusion loss on the (self-conditioned) decoder pass."""
     enc, ar_loss = encoder_pass(model, batch)
     vocab = model.config.text_config.vocab_size
     t = noise_levels(batch.canvas_targets.shape[0], cfg, gen)
-    noisy, _ = corrupt(batch.canvas_targets, vocab, t, gen)
+    noisy, replaced = corrupt(batch.canvas_targets, vocab, t, gen)
+    if cfg.plausible_p > 0:
+        noisy = plausible_swaps(batch.canvas_targets, noisy, replaced, cfg.plausible_p, gen)
     kwargs = decoder_kwargs(batch, enc, noisy)
     use_sc = torch.rand(noisy.shape[0], generator=gen) < cfg.self_conditioning_p
     sc_logits = None
@@ -309,11 +328,14 @@ def main() -> None:
     parser.add_argument("--low-noise-p", type=float, default=defaults.low_noise_p,
                         help="share of examples whose noise level is drawn from U(eps, --low-noise-max)")
     parser.add_argument("--low-noise-max", type=float, default=defaults.low_noise_max)
+    parser.add_argument("--plausible-p", type=float, default=defaults.plausible_p,
+                        help="share of replaced tokens that take another token of the same canvas")
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args()
     cfg = TrainConfig(out=args.out, steps=args.steps, minutes=args.minutes, seed=args.seed,
                       batch_size=args.batch_size, lr=args.lr, threads=args.threads, init=args.init, mix=args.mix,
-                      low_noise_p=args.low_noise_p, low_noise_max=args.low_noise_max)
+                      low_noise_p=args.low_noise_p, low_noise_max=args.low_noise_max,
+                      plausible_p=args.plausible_p)
     print(train(cfg, resume=args.resume))
 
 

@@ -13,7 +13,7 @@ from dg.tiny import skills
 from dg.tiny.data import encode_example, make_batch, num_canvases
 from dg.tiny.model import TinyModelConfig, build_model
 from dg.tiny.train import (SKILL_MIX, TrainConfig, examples_for_step, losses, make_optimizer, noise_levels, parse_mix,
-                           train)
+                           plausible_swaps, train)
 
 MICRO = dict(hidden_size=32, num_attention_heads=2, num_key_value_heads=1, head_dim=16, intermediate_size=64,
              num_experts=2, top_k_experts=1, moe_intermediate_size=32, canvas_length=16,
@@ -117,7 +117,7 @@ def test_a_tokenizer_that_does_not_match_the_model_is_rejected(processor):
 
 @pytest.mark.parametrize("field, value", [("steps", 0), ("minutes", 0), ("batch_size", 0), ("lr", -1.0),
                                           ("self_conditioning_p", 1.5), ("threads", 0), ("mix", ()), ("low_noise_p", 1.5),
-                                          ("low_noise_max", 0.0),
+                                          ("low_noise_max", 0.0), ("plausible_p", -0.1),
                                           ("mix", ("sudoku", "chess"))])
 def test_impossible_training_settings_are_rejected_by_name(field, value):
     with pytest.raises(ValueError, match=field):
@@ -170,3 +170,16 @@ def test_low_noise_weighting_draws_that_share_of_levels_below_its_cap():
     assert cfg.eps <= float(t.min()) and float(t.max()) <= 1
     # half below 0.2 by choice, plus a fifth of the uniform half: 0.5 + 0.5 * 0.2 = 0.6
     assert abs(float((t < 0.2).float().mean()) - 0.6) < 0.02
+
+
+def test_plausible_swaps_take_tokens_of_the_same_canvas_at_replaced_positions_only():
+    targets = torch.stack([torch.arange(100, 164), torch.arange(200, 264)])
+    gen = torch.Generator().manual_seed(0)
+    replaced = torch.rand(targets.shape, generator=gen) < 0.5
+    noisy = torch.where(replaced, torch.full_like(targets, 7), targets)  # 7: a "uniform" replacement
+    out = plausible_swaps(targets, noisy, replaced, 0.5, gen)
+    assert torch.equal(out[~replaced], targets[~replaced])  # clean positions stay clean
+    swapped = replaced & (out != 7)
+    assert all(int(out[r, c]) in set(targets[r].tolist()) for r, c in swapped.nonzero().tolist())
+    assert abs(swapped.sum().item() / replaced.sum().item() - 0.5) < 0.15
+    assert torch.equal(plausible_swaps(targets, noisy, replaced, 0.0, gen), noisy)
