@@ -122,10 +122,13 @@ def vary(loaded, inputs, config, knob, value):
 
 
 async def stream(shared: Shared, request, runs: list[LiveRun], draw: Callable[..., dict],
-                 fps: float = FPS) -> AsyncIterator[dict]:
-    """Yield `draw(*snapshots)` as the started `runs` progress, each update only the views that changed."""
+                 fps: float = FPS, also: tuple[LiveRun, ...] = ()) -> AsyncIterator[dict]:
+    """Yield `draw(*snapshots)` as the started `runs` progress, each update only the views that changed.
+
+    `also` are handles registered with the runs and left registered after them (the caller discards
+    them): what the action does next, such as a slow-motion tail, stays stoppable without a gap."""
     with refused_input():  # one live action per session
-        shared.sessions.add(session_id(request), *runs)
+        shared.sessions.add(session_id(request), *runs, *also)
     shown = {}  # what the page already has: unchanged views are not sent again
     try:
         async for frames in awatch(runs, fps):

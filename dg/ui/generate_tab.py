@@ -18,7 +18,7 @@ from dg.config import KNOBS
 from dg.loading import EMBEDDED_MODEL
 from dg.prompts import open_image
 from dg.trace import Trace
-from dg.ui.common import (KNOB_NAMES, Shared, load_examples, named, picker, prepare, refused_input, session_id,
+from dg.ui.common import (KNOB_NAMES, Shared, load_examples, named, picker, prepare, session_id,
                           stream, vary)
 from dg.ui.examples import Reference
 from dg.ui.pace import MAX_PACE_MS, Pace
@@ -261,25 +261,25 @@ def _wire_generate(loaded, shared: Shared, reference: Reference, inputs: Inputs,
         run_inputs, config, seed = prepare(loaded, prompt, image, thinking, seed, knobs)
         run = diffusion_run(loaded, run_inputs, config, seed).start()
         pace = Pace(pace_ms or 0)
+        # slow motion lags the sampler: its tail is registered with the run, so Stop reaches it even in
+        # the moment between the sampler's end and the tail's first frame
+        tail = LiveRun(lambda emit, cancel: None, label="slow motion")  # never started: a handle for Stop
 
         def draw(frame, index=None):
             shown = render.upto(frame, pace.index(len(frame.steps)) if index is None else index)
             return {views.canvas: render.canvas_html(shown, tok), views.panel: render.step_panel_html(shown),
                     views.text: render.text_view_html(shown, tok), views.status: _live_status(run, frame, shown, pace)}
 
-        async for update in stream(shared, request, [run], draw):
-            yield update
-        trace = run.snapshot()
-        stopped = trace.end is not None and trace.end.finish_reason == "cancelled"
-        if pace.behind(len(trace.steps)) and not stopped:  # slow motion lags the sampler: the rest at its pace
-            tail = LiveRun(lambda emit, cancel: None, label="slow motion")  # never started: a handle for Stop
-            with refused_input():
-                shared.sessions.add(session_id(request), tail)
-            try:
+        try:
+            async for update in stream(shared, request, [run], draw, also=(tail,) if pace.seconds > 0 else ()):
+                yield update
+            trace = run.snapshot()
+            stopped = (trace.end is not None and trace.end.finish_reason == "cancelled") or tail.cancel.is_set()
+            if pace.behind(len(trace.steps)) and not stopped:
                 async for index in pace.tail(len(trace.steps), tail.cancel):
                     yield draw(trace, index)
-            finally:
-                shared.sessions.discard(session_id(request), tail)
+        finally:
+            shared.sessions.discard(session_id(request), tail)
         history = history.keep(prompt, trace, meta=run_meta(loaded, prompt, image, thinking, seed))
         yield {**_run_view(tok, reference, views, results, history.run(None)), shared.history: history,
                views.picker: picker(history), views.status: summary(trace)}
