@@ -4,9 +4,12 @@ Starts the real server (`python app.py`) on a free port, drives its Generate end
 gradio_client, and times every streamed update as it arrives. The same run (same prompt, settings and
 seed) also runs headless through dg.sampler in this process, alternating with the UI runs; the
 sampler's own wall time (RunEnd.t, from the trace JSON the UI returns) is compared with the headless
-one. Bars: first canvas frame ≤ 0.5 s after submit, ≥ 10 frames/s, UI run ≤ 10 % slower.
+one. Bars: first canvas frame ≤ 0.5 s after submit, ≥ 10 frames/s, UI run ≤ 10 % slower. The server
+runs the model in its worker process, as `python app.py` does (dg.ui.host); `--in-process` measures the
+server with the model in a thread of its own process instead.
 
     python -m dg.bench.ui [--model DIR] [--prompt "What is 487 + 356?"] [--no-thinking] [--repeats 3] [--browser]
+                          [--in-process]
 
 Prints a table, then one JSON line. gradio_client times updates as they arrive, not paint; `--browser`
 also clicks Generate in Chromium and times each new step reaching the page (a MutationObserver).
@@ -38,11 +41,12 @@ CANVAS_FRAME = re.compile(r"step \d+ · showing")  # a drawn step, not the "wait
 BARS = {"first_frame_s": 0.5, "frames_per_s": 10.0, "slowdown": 0.10}
 
 
-def start_server(model: str | None, port: int, timeout: float = 180.0) -> subprocess.Popen:
+def start_server(model: str | None, port: int, timeout: float = 180.0, in_process: bool = False) -> subprocess.Popen:
     """`python app.py` in a subprocess; returns once it answers HTTP."""
     import httpx
 
     cmd = [sys.executable, str(APP), "--port", str(port)] + (["--model", str(model)] if model else [])
+    cmd += ["--in-process"] if in_process else []
     # its own session, as a deployed server has: on Linux each session is a scheduling group, and a
     # server sharing ours would have its sampler's CPU share split with this client's
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -154,6 +158,7 @@ def median(rows: list[dict], key: str):
 def summarise(loaded, args, ui: list[dict], headless: list[dict], browser: list[dict]) -> dict:
     result = {
         "model": loaded.source, "prompt": args.prompt, "thinking": args.thinking, "seed": args.seed,
+        "server": "in-process" if args.in_process else "worker process",
         "repeats": args.repeats, "steps": ui[0]["steps"],
         "first_frame_s": median(ui, "first_frame_s"), "frames_per_s": median(ui, "frames_per_s"),
         "frames": median(ui, "frames"), "ui_sampler_wall_s": median(ui, "sampler_wall_s"),
@@ -195,6 +200,7 @@ def print_table(result: dict) -> None:
                  ("Chromium: frames/s drawn", b["frames_per_s"], f"≥ {BARS['frames_per_s']}"),
                  ("Chromium: sampler wall (s)", b["sampler_wall_s"], ""),
                  ("Chromium: slowdown", b["slowdown"], f"≤ {BARS['slowdown']:.0%}")]
+    print(f"server: the model {'in a thread' if result['server'] == 'in-process' else 'in a worker process'}")
     print(f"{'metric':<28}{'value':>12}  bar")
     for name, value, bar in rows:
         print(f"{name:<28}{value:>12.3f}  {bar}" if isinstance(value, float) else f"{name:<28}{value!s:>12}  {bar}")
@@ -211,6 +217,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--browser", action="store_true", help="also time frames drawn in Chromium (/usr/bin/chromium)")
+    parser.add_argument("--in-process", action="store_true", help="the server runs the model in a thread of its own "
+                        "process (app.py --in-process), not in its worker process")
     args = parser.parse_args()
 
     loaded = load(args.model)
@@ -218,7 +226,7 @@ def main() -> None:
     config = loaded.sampler_config
     knobs = {k.name: getattr(config, k.name) for k in KNOBS}
     port = free_port()
-    server = start_server(args.model, port)
+    server = start_server(args.model, port, in_process=args.in_process)
     try:
         client = Client(f"http://127.0.0.1:{port}/", verbose=False)
         ui_run(client, args.prompt, args.thinking, args.seed, knobs)  # warm-up: first-call costs on both sides

@@ -3,9 +3,11 @@
 `build_app` composes the three tabs (dg.ui.generate_tab, race_tab, learn_tab), each of which builds
 its own components and wires them to dg; `serve` starts it on a free local port (tests, benchmarks).
 `main` honours Gradio's GRADIO_SERVER_PORT / GRADIO_SERVER_NAME (--port / --host override them);
-without either it takes 7860 or the next free port, and prints the URL.
+without either it takes 7860 or the next free port, and prints the URL. `main` runs the model in one
+worker process that serves every run (dg.ui.host: the sampler never waits on the server's GIL);
+`--in-process` keeps it in a thread of the server's process, as `build_app` and `serve` do by default.
 
-    python app.py [--model DIR_OR_ID] [--ar-model DIR_OR_ID] [--port N] [--host ADDR] [--share]
+    python app.py [--model DIR_OR_ID] [--ar-model DIR_OR_ID] [--port N] [--host ADDR] [--share] [--in-process]
 """
 
 import argparse
@@ -18,6 +20,7 @@ import torch
 
 from dg.ui import files, generate_tab, learn_tab, race, race_tab
 from dg.ui.common import Shared, guard_inputs
+from dg.ui.host import Hosted, load_hosted
 from dg.ui.memory import MAX_SESSIONS
 from dg.ui.runs import share_cpu
 
@@ -56,16 +59,23 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve(loaded, ar_model=None):
-    """The app on a free local port, in this process; yields its URL and closes it afterwards."""
+def serve(loaded, ar_model=None, *, in_process: bool = True):
+    """The app on a free local port, in this process; yields its URL and closes it afterwards.
+    `in_process=False`: the model runs in a worker process loaded from `loaded.source` (dg.ui.host),
+    closed with the app."""
     threads = torch.get_num_threads()
-    demo = build_app(loaded, ar_model)
-    port = free_port()
-    demo.launch(prevent_thread_lock=True, server_port=port, quiet=True, **LAUNCH)
+    hosted = None if in_process else load_hosted(loaded.source, loaded.device)
+    loaded = hosted or loaded
     try:
-        yield f"http://127.0.0.1:{port}/"
+        demo = build_app(loaded, ar_model)
+        port = free_port()
+        demo.launch(prevent_thread_lock=True, server_port=port, quiet=True, **LAUNCH)
+        try:
+            yield f"http://127.0.0.1:{port}/"
+        finally:
+            demo.close()
     finally:
-        demo.close()
+        _close(hosted)
         torch.set_num_threads(threads)
 
 
@@ -79,11 +89,15 @@ def main() -> None:
                         help="default: $GRADIO_SERVER_PORT, else 7860 or the next free port")
     parser.add_argument("--host", default=None, help="default: $GRADIO_SERVER_NAME, else 127.0.0.1 (0.0.0.0: the LAN)")
     parser.add_argument("--share", action="store_true")
+    parser.add_argument("--in-process", action="store_true",
+                        help="run the model in a thread of the server's process, not in its worker process")
     args = parser.parse_args()
-    try:
-        loaded = load(args.model)
+    loaded = None
+    try:  # the worker process loads first: a separate AR model goes where the diffusion model left room
+        loaded = load(args.model) if args.in_process else load_hosted(args.model)
         ar_model = race.load_ar_model(args.ar_model) if args.ar_model else None
     except (FileNotFoundError, ValueError) as err:  # one line, exit code 2, as the CLI's bad input
+        _close(loaded)
         print(f"app.py: {err}", file=sys.stderr)
         raise SystemExit(2) from None
     share_cpu(loaded.device)
@@ -98,3 +112,10 @@ def main() -> None:
         busy = f"port {args.port} is taken" if args.port is not None else "no free port in Gradio's range"
         raise SystemExit(f"app.py: {busy}; pass another --port N, or leave --port out to take the next free "
                          "one") from None
+    finally:
+        _close(loaded)
+
+
+def _close(loaded) -> None:
+    if isinstance(loaded, Hosted):
+        loaded.host.close()

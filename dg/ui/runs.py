@@ -10,6 +10,9 @@ Runs of every session share the model through `dg.ui.turns`: a fair line for a p
 step per turn, each run within a budget; a seeded run keeps its own RNG state across turns, so a
 seed gives the same canvas however many users run at once.
 
+With the app's worker process (`dg.ui.host`) a run's thread asks that process for each record in its
+turn, and waits on the pipe outside the GIL; everything else here is the same.
+
 `prepare_run` validates what a user set (prompt, image, seed, knobs) before any thread starts.
 A run whose thread raises ends with finish_reason "error" and keeps its partial trace.
 
@@ -31,6 +34,7 @@ from dg.loading import check_inputs, share_cpu
 from dg.prompts import build_inputs, open_image
 from dg.sampler import stream_diffusion
 from dg.trace import RunEnd, Trace
+from dg.ui.host import Hosted
 from dg.ui.memory import trim
 from dg.ui.turns import TURNS, Ticket, Turns
 
@@ -167,16 +171,23 @@ def _polls(runs, fps):
 
 def diffusion_run(loaded, inputs: dict, config: SamplerConfig, seed: int, *, label: str = "",
                   start_gate: threading.Barrier | None = None) -> LiveRun:
-    """The entropy-bound sampler on `loaded`'s model, seeded, not yet started."""
-    stream = lambda cancel: stream_diffusion(loaded.model, inputs, config, cancel=cancel)  # noqa: E731
+    """The entropy-bound sampler on `loaded`'s model (in this process, or its worker process), seeded,
+    not yet started."""
+    if isinstance(loaded, Hosted):
+        stream = lambda cancel: loaded.host.stream("diffusion", inputs, config, seed, cancel)  # noqa: E731
+    else:
+        stream = lambda cancel: stream_diffusion(loaded.model, inputs, config, cancel=cancel)  # noqa: E731
     return LiveRun.from_stream(stream, seed=seed, label=label, start_gate=start_gate)
 
 
 def ar_run(loaded, inputs: dict, max_new_tokens: int, *, label: str = "",
            start_gate: threading.Barrier | None = None) -> LiveRun:
     """Greedy AR decoding on the same weights (report §5.3); draws no random numbers, so takes no lock."""
-    stream = lambda cancel: stream_ar(loaded.model, inputs, max_new_tokens, loaded.eos_token_ids,  # noqa: E731
-                                      pad_token_id=loaded.pad_token_id, cancel=cancel)
+    if isinstance(loaded, Hosted):
+        stream = lambda cancel: loaded.host.stream("ar", inputs, max_new_tokens, None, cancel)  # noqa: E731
+    else:
+        stream = lambda cancel: stream_ar(loaded.model, inputs, max_new_tokens, loaded.eos_token_ids,  # noqa: E731
+                                          pad_token_id=loaded.pad_token_id, cancel=cancel)
     return LiveRun.from_stream(stream, label=label, start_gate=start_gate)
 
 

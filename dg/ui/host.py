@@ -1,0 +1,355 @@
+"""The model in a worker process: one child holds the weights and serves every live run's records.
+
+In the app's process the sampler thread and the event loop share one GIL, and the loop holds it for
+Gradio's per-frame work while the sampler's many small torch ops each wait to take it back (the UI made
+generation ~30 % slower). So the model lives in one child process (multiprocessing "spawn") that serves
+every run of every session over a pipe, one request at a time: open a run (dg.sampler or dg.ar on CPU
+inputs moved to the model's device there), its next record, close it, and Learn's one-pass prediction.
+The app's process keeps the line, the turns, the budgets, the sessions and the drawing (dg.ui.turns,
+dg.ui.runs): a live run's thread asks the child for one record per turn.
+
+Seeds stay exact: the child gives each seeded run the RNG discipline of dg.ui.turns (`Ticket`: seeded
+right before its first record, its RNG state put back before each next one and kept after it), so a
+seed makes the tokens of a headless run after `torch.manual_seed(seed)` however runs interleave. Stop
+and budgets too: each request carries the run's cancel flag, and the run's own generator ends with its
+"cancelled" RunEnd between two steps, as in-process.
+
+The app's process never holds the weights (a second copy of a 52 GB model does not fit): `load_hosted`
+builds the model on the meta device from the child's config, for what the UI reads (vocabulary, canvas
+length, generation config, the context check). A child that dies fails the runs it was serving with one
+clear message (their partial traces kept) and the next run starts a fresh child. The child ends when
+it is closed, when the app exits, and when the app dies (its end of the pipe closes).
+
+    python -m dg.ui.host [--model DIR] [--prompt "What is 487 + 356?"] [--repeats 5]   # cost per record
+"""
+
+import argparse
+import builtins
+import itertools
+import logging
+import multiprocessing
+import pickle
+import signal
+import threading
+import time
+from dataclasses import dataclass
+
+import torch
+
+from dg.ar import stream_ar
+from dg.config import SamplerConfig
+from dg.loading import Loaded, load, share_cpu
+from dg.noise import denoise_once
+from dg.sampler import stream_diffusion
+from dg.ui.memory import trim
+from dg.ui.turns import Ticket
+
+POLL_S = 0.5  # while waiting for a reply, check this often that the child is still alive
+CLOSE_S = 10.0  # a closed child gets this long to exit before it is terminated
+LOG = logging.getLogger("dg.ui")
+
+
+class HostDied(RuntimeError):
+    """The model process ended while a run was using it (killed, out of memory, crashed)."""
+
+
+@dataclass
+class HostInfo:
+    """What the child loaded: for the app's meta-device model and its title line."""
+
+    source: str
+    description: str
+    config: object  # DiffusionGemmaConfig
+    generation_config: object
+    sampler_config: SamplerConfig
+    dtype: torch.dtype
+
+
+# -- the child ---------------------------------------------------------------------------------------
+class _Run:
+    """One run in the child: its record generator, its cancel event and its RNG state (a Ticket's)."""
+
+    def __init__(self, records, cancel: threading.Event, seed: int | None):
+        self.records, self.cancel, self.rng = records, cancel, Ticket(seed, cancel)
+
+    def next(self, cancelled: bool):
+        if cancelled:
+            self.cancel.set()  # the generator ends with its "cancelled" RunEnd between two steps
+        self.rng._restore_rng()  # torch.manual_seed(seed) before the first record, else the state it left
+        try:
+            return next(self.records, None)
+        finally:
+            self.rng._save_rng()
+
+
+def _open(loaded, runs, run_id, kind, inputs, options, seed):
+    inputs = {k: v.to(loaded.device) if torch.is_tensor(v) else v for k, v in inputs.items()}
+    cancel = threading.Event()
+    if kind == "diffusion":
+        records = stream_diffusion(loaded.model, inputs, options, cancel=cancel)
+    elif kind == "ar":
+        records = stream_ar(loaded.model, inputs, options, loaded.eos_token_ids, pad_token_id=loaded.pad_token_id,
+                            cancel=cancel)
+    else:
+        raise ValueError(f"kind must be 'diffusion' or 'ar', got {kind!r}")
+    runs[run_id] = _Run(records, cancel, seed)
+
+
+def _next(loaded, runs, run_id, cancelled):
+    record = runs[run_id].next(cancelled)
+    if record is None or record.kind == "end":
+        _close(loaded, runs, run_id)  # the last record: the app asks no more
+    return record
+
+
+def _close(loaded, runs, run_id):
+    run = runs.pop(run_id, None)
+    if run is not None:
+        run.records.close()
+        trim()  # what the run freed goes back to the system, as in-process
+
+
+def _denoise(loaded, runs, prompt, canvas_ids):
+    return denoise_once(loaded.model, loaded.processor, prompt, canvas_ids)
+
+
+HANDLERS = {"open": _open, "next": _next, "close": _close, "denoise": _denoise}
+
+
+def _send(conn, message) -> None:
+    conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))  # plain pickle: no shared memory
+
+
+def _failure(err: BaseException) -> tuple:
+    return ("error", type(err).__name__, str(err))
+
+
+def _serve(conn, source, device) -> None:
+    """The child's loop: load the model, report what it loaded (or why it could not), then answer
+    requests until told to exit or until the app's end of the pipe closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the app closes us
+    try:
+        loaded = load(source, device)
+        share_cpu(loaded.device)
+        model = loaded.model
+        info = HostInfo(loaded.source, loaded.describe(), model.config, model.generation_config,
+                        loaded.sampler_config, loaded.dtype)
+        _send(conn, ("ok", info))
+    except Exception as err:  # the same one-line error as an in-process load
+        _send(conn, _failure(err))
+        return
+    runs: dict[int, _Run] = {}
+    while True:
+        try:
+            op, *args = pickle.loads(conn.recv_bytes())
+        except (EOFError, OSError):
+            return  # the app is gone
+        if op == "exit":
+            return
+        try:
+            reply = ("ok", HANDLERS[op](loaded, runs, *args))
+        except Exception as err:  # a run's own failure: reported to its LiveRun, the child serves on
+            reply = _failure(err)
+            if op == "next":
+                runs.pop(args[0], None)
+        _send(conn, reply)
+
+
+# -- the app's side ----------------------------------------------------------------------------------
+def _raise(name: str, message: str):
+    """The child's exception again: a builtin one as itself, another as a RuntimeError of the same name."""
+    cls = getattr(builtins, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        cls = type(name, (RuntimeError,), {})
+    raise cls(message)
+
+
+class ModelHost:
+    """The one worker process holding the model; every request is one reply, under one lock."""
+
+    def __init__(self, source, device=None):
+        self.source, self.device = str(source), None if device is None else str(device)
+        self.info: HostInfo | None = None
+        self._lock = threading.Lock()
+        self._proc = self._conn = None
+        self._generation = 0  # which child a run was opened on: runs never outlive theirs
+        self._ids = itertools.count()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.is_alive()
+
+    def start(self) -> HostInfo:
+        """Spawn the child and wait until it has loaded the model; its loading error is raised here."""
+        with self._lock:
+            return self._start()
+
+    def _start(self) -> HostInfo:
+        self._stop()
+        ctx = multiprocessing.get_context("spawn")
+        ours, theirs = ctx.Pipe()
+        proc = ctx.Process(target=_serve, args=(theirs, self.source, self.device), name="dg-model", daemon=True)
+        proc.start()
+        theirs.close()  # only the child holds its end now: when it dies, our reads see EOF
+        self._proc, self._conn = proc, ours
+        self._generation += 1
+        try:
+            self.info = self._reply()
+        except BaseException:
+            self._stop()
+            raise
+        return self.info
+
+    def _reply(self):
+        proc, conn = self._proc, self._conn
+        try:
+            while not conn.poll(POLL_S):
+                if not proc.is_alive():
+                    raise EOFError
+            status, *payload = pickle.loads(conn.recv_bytes())
+        except (EOFError, OSError):
+            proc.join(1.0)
+            code = proc.exitcode
+            how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited (code {code})"
+            raise HostDied(f"the model process {how}; the next run starts a fresh one") from None
+        if status == "error":
+            _raise(*payload)
+        return payload[0]
+
+    def _call(self, op: str, *args, generation: int | None = None, restart: bool = False):
+        """One request and its reply; (reply, the child's generation). `generation`: the request belongs to
+        a run opened on that child, which must still be the one running; `restart`: a dead child is
+        replaced first (a new run, a Learn prediction)."""
+        with self._lock:
+            if generation is not None and generation != self._generation:
+                raise HostDied("the model process was restarted; this run cannot go on")
+            if not self.alive():
+                if not restart:
+                    raise HostDied("the model process is not running; the next run starts a fresh one")
+                LOG.warning("the model process is not running: starting a fresh one")
+                self._start()
+            try:
+                _send(self._conn, (op, *args))
+            except OSError:
+                pass  # the child is gone: the reply says how
+            return self._reply(), self._generation
+
+    def stream(self, kind: str, inputs: dict, options, seed: int | None, cancel: threading.Event):
+        """Records of one run served by the child, like dg.sampler / dg.ar (`options`: the SamplerConfig,
+        or AR's max_new_tokens); `cancel` set ends it with its "cancelled" RunEnd between two steps."""
+        run_id = next(self._ids)
+        inputs = {k: v.cpu() if torch.is_tensor(v) else v for k, v in dict(inputs).items()}
+        _, generation = self._call("open", run_id, kind, inputs, options, seed, restart=True)
+        done = False
+        try:
+            while True:
+                record, _ = self._call("next", run_id, cancel.is_set(), generation=generation)
+                done = record is None or record.kind == "end"
+                if record is not None:
+                    yield record
+                if done:
+                    return
+        except HostDied:
+            done = True  # nothing left to close
+            raise
+        finally:
+            if not done:  # closed early (the page went away, an error in the app): end it in the child too
+                try:
+                    self._call("close", run_id, generation=generation)
+                except HostDied:
+                    pass
+
+    def denoise(self, prompt: str, canvas_ids: list[int]) -> dict:
+        """Learn's one decoder pass (dg.noise.denoise_once) on the child's model."""
+        return self._call("denoise", prompt, [int(i) for i in canvas_ids], restart=True)[0]
+
+    def close(self) -> None:
+        """Ask the child to exit; terminate it if it does not within CLOSE_S."""
+        with self._lock:
+            self._stop()
+
+    def _stop(self) -> None:
+        proc, conn = self._proc, self._conn
+        self._proc = self._conn = None
+        if proc is None:
+            return
+        try:
+            _send(conn, ("exit",))
+        except OSError:
+            pass  # it is gone already
+        proc.join(CLOSE_S)
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(CLOSE_S)
+        conn.close()
+
+
+@dataclass
+class Hosted(Loaded):
+    """A Loaded whose model runs in a ModelHost: `model` here is its meta-device skeleton (config and
+    generation config, no weights) and `device` is where the app builds inputs (the CPU)."""
+
+    host: ModelHost | None = None
+
+    def describe(self) -> str:
+        return f"{self.host.info.description}, in a worker process"
+
+
+def load_hosted(model=None, device=None) -> Hosted:
+    """Start the worker process on `model` (as dg.loading.load takes it) and return the app's view of it;
+    a checkpoint that cannot load raises the error dg.loading.load raises."""
+    from transformers import AutoProcessor, DiffusionGemmaForBlockDiffusion
+
+    from dg.loading import EMBEDDED_MODEL, one_line
+
+    host = ModelHost(EMBEDDED_MODEL if model is None else model, device)
+    info = host.start()
+    try:
+        processor = AutoProcessor.from_pretrained(info.source, local_files_only=True, trust_remote_code=False)
+        with torch.device("meta"):  # shapes only: the weights stay in the child
+            skeleton = DiffusionGemmaForBlockDiffusion(info.config).eval()
+        skeleton.generation_config = info.generation_config
+    except Exception as err:
+        host.close()
+        raise ValueError(f"cannot load the checkpoint {info.source}: {one_line(err)}") from err
+    return Hosted(skeleton, processor, info.sampler_config, info.source, torch.device("cpu"), info.dtype, host)
+
+
+def main() -> None:
+    from dg.prompts import build_inputs
+    from dg.sampler import generate_diffusion
+
+    parser = argparse.ArgumentParser(description="Time one run through the worker process against in-process.")
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--prompt", default="What is 487 + 356?")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    loaded = load(args.model)
+    share_cpu(loaded.device)
+    hosted = load_hosted(args.model)
+    inputs = build_inputs(loaded.processor, args.prompt, thinking=True, device=loaded.device)
+    config, rows = loaded.sampler_config, []
+    try:
+        for _ in range(args.repeats + 1):  # the first of each warms up
+            t0 = time.perf_counter()
+            torch.manual_seed(args.seed)
+            local = generate_diffusion(loaded.model, inputs, config)
+            t1 = time.perf_counter()
+            remote = list(hosted.host.stream("diffusion", inputs, config, args.seed, threading.Event()))
+            t2 = time.perf_counter()
+            assert [r.argmax.tolist() for r in local.steps] == [r.argmax.tolist() for r in remote if r.kind == "step"]
+            rows.append((t1 - t0, t2 - t1, len(remote)))
+    finally:
+        hosted.host.close()
+    rows = sorted(rows[1:], key=lambda r: r[1] - r[0])
+    local_s, remote_s, records = rows[len(rows) // 2]
+    print(f"{records} records: in-process {local_s * 1000:.1f} ms, through the worker {remote_s * 1000:.1f} ms; "
+          f"the worker adds {(remote_s - local_s) / records * 1e6:.0f} µs per record (median of {args.repeats})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""The model in a worker process (dg.ui.host) records what a headless run records: seeds, interleaved
+runs, stop, AR and Learn's prediction are exact; a killed worker is a run error, and the next run starts
+a fresh one; the app served with it answers /generate."""
+
+import os
+import shutil
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from gradio_client import Client
+
+from dg.ar import generate_ar
+from dg.noise import denoise_once
+from dg.prompts import build_inputs
+from dg.sampler import generate_diffusion
+from dg.trace import Trace
+from dg.ui import runs as live
+from dg.ui.app import serve
+from dg.ui.host import ModelHost, load_hosted
+
+PROMPT = "What is 12 + 30?"
+
+
+@pytest.fixture(scope="module")
+def hosted(checkpoint_dir):
+    hosted = load_hosted(checkpoint_dir)
+    yield hosted
+    hosted.host.close()
+
+
+@pytest.fixture(scope="module")
+def inputs(loaded):
+    return build_inputs(loaded.processor, PROMPT)
+
+
+@pytest.fixture
+def long_config(loaded):
+    """A run that never settles early: every canvas takes its step cap."""
+    return loaded.sampler_config.replace(max_denoising_steps=40, max_new_tokens=64, confidence_threshold=1e-9,
+                                         backend="torch")
+
+
+def headless(loaded, inputs, config, seed) -> Trace:
+    torch.manual_seed(seed)
+    return generate_diffusion(loaded.model, inputs, config)
+
+
+def argmaxes(records) -> list:
+    return [r.argmax.tolist() for r in records if r.kind == "step"]
+
+
+def test_the_app_s_process_holds_no_weights_only_the_model_s_shape(hosted, loaded):
+    assert {p.device.type for p in hosted.model.parameters()} == {"meta"}
+    assert hosted.model.config.canvas_length == loaded.model.config.canvas_length
+    assert hosted.eos_token_ids == loaded.eos_token_ids and hosted.sampler_config == loaded.sampler_config
+    assert "worker process" in hosted.describe()
+
+
+def test_a_seeded_run_through_the_worker_makes_the_tokens_and_steps_of_a_headless_run(hosted, loaded, config,
+                                                                                      inputs):
+    solo = headless(loaded, inputs, config, seed=3)
+    run = live.diffusion_run(hosted, inputs, config, seed=3).start()
+    assert run.wait(120) and run.error is None
+    assert run.trace.token_ids == solo.token_ids
+    assert argmaxes(run.trace.steps) == argmaxes(solo.steps)
+    assert [r.accepted.tolist() for r in run.trace.steps] == [r.accepted.tolist() for r in solo.steps]
+
+
+def test_two_seeded_runs_interleaved_step_by_step_each_make_their_solo_run(hosted, loaded, long_config, inputs):
+    solo = {seed: headless(loaded, inputs, long_config, seed) for seed in (1, 2)}
+    streams = {seed: hosted.host.stream("diffusion", inputs, long_config, seed, threading.Event()) for seed in (1, 2)}
+    records = {1: [], 2: []}
+    while streams:
+        for seed, stream in list(streams.items()):  # one record of each in turn
+            record = next(stream, None)
+            if record is None:
+                del streams[seed]
+            else:
+                records[seed].append(record)
+    for seed in (1, 2):
+        assert argmaxes(records[seed]) == argmaxes(solo[seed].steps)
+        assert records[seed][-1].finish_reason == solo[seed].end.finish_reason
+
+
+def test_stop_mid_run_ends_it_cancelled_and_keeps_the_steps_it_made(hosted, loaded, long_config, inputs):
+    solo = headless(loaded, inputs, long_config, seed=5)
+    cancel = threading.Event()
+    records = []
+    for record in hosted.host.stream("diffusion", inputs, long_config, 5, cancel):
+        records.append(record)
+        if len(records) == 4:  # RunStart and three steps
+            cancel.set()
+    assert records[-1].kind == "end" and records[-1].finish_reason == "cancelled"
+    assert argmaxes(records) == argmaxes(solo.steps)[:3]
+
+    run = live.diffusion_run(hosted, inputs, long_config, seed=5).start()  # Stop through a live run
+    deadline = time.time() + 60
+    while run._count < 3:
+        assert time.time() < deadline and not run.finished
+        time.sleep(0.002)
+    run.stop()
+    assert run.wait(60) and run.error is None
+    assert run.trace.end.finish_reason == "cancelled" and 0 < len(run.trace.steps) < len(solo.steps)
+    assert argmaxes(run.trace.steps) == argmaxes(solo.steps)[:len(run.trace.steps)]
+
+
+def test_ar_through_the_worker_makes_the_tokens_of_headless_ar(hosted, loaded, inputs):
+    solo = generate_ar(loaded.model, inputs, 24, loaded.eos_token_ids, pad_token_id=loaded.pad_token_id)
+    run = live.ar_run(hosted, inputs, 24).start()
+    assert run.wait(120) and run.error is None
+    assert run.trace.token_ids == solo.token_ids and run.trace.end.finish_reason == solo.end.finish_reason
+    assert run.trace.end.encoder_forwards == solo.end.encoder_forwards
+
+
+def test_learn_s_prediction_through_the_worker_equals_the_in_process_one(hosted, loaded):
+    canvas = [5, 9, 200, 3, 77]
+    assert hosted.host.denoise(PROMPT, canvas) == denoise_once(loaded.model, loaded.processor, PROMPT, canvas)
+
+
+def test_a_killed_worker_is_a_run_error_that_keeps_the_partial_trace_and_the_next_run_starts_a_fresh_one(
+        hosted, loaded, config, long_config, inputs):
+    run = live.diffusion_run(hosted, inputs, long_config, seed=0).start()
+    deadline = time.time() + 60
+    while run._count < 3:
+        assert time.time() < deadline and not run.finished
+        time.sleep(0.002)
+    os.kill(hosted.host.pid, signal.SIGKILL)
+    assert run.wait(30), "the run hangs on a dead worker"
+    assert "model process was killed by signal 9" in run.error
+    assert run.trace.end.finish_reason == "error" and run.trace.steps
+
+    again = live.diffusion_run(hosted, inputs, config, seed=3).start()  # a fresh worker, the same seed discipline
+    assert again.wait(180) and again.error is None
+    assert again.trace.token_ids == headless(loaded, inputs, config, seed=3).token_ids
+
+
+def test_a_checkpoint_the_worker_cannot_load_is_the_error_load_raises_and_the_worker_is_gone(checkpoint_dir,
+                                                                                            tmp_path):
+    shutil.copy(Path(checkpoint_dir) / "config.json", tmp_path / "config.json")  # no weights
+    host = ModelHost(tmp_path)
+    with pytest.raises(ValueError, match="no file named model.safetensors"):
+        host.start()
+    assert not host.alive()
+
+
+def test_the_app_served_with_the_worker_process_answers_generate(loaded, inputs, tmp_path):
+    knobs = dict(max_denoising_steps=6, max_new_tokens=32)
+    with serve(loaded, in_process=False) as url:
+        client = Client(url, verbose=False, download_files=str(tmp_path))
+        result = client.predict(prompt=PROMPT, image=None, thinking=False, seed=4, api_name="/generate", **knobs)
+        client.close()
+    path = next(o for o in result if isinstance(o, str) and o.endswith(".json"))
+    trace = Trace.from_json(Path(path).read_text())
+    assert trace.token_ids == headless(loaded, inputs, loaded.sampler_config.replace(**knobs), seed=4).token_ids
