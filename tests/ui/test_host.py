@@ -21,6 +21,7 @@ from dg.trace import Trace
 from dg.ui import runs as live
 from dg.ui.app import serve
 from dg.ui.host import ModelHost, load_hosted
+from dg.ui.turns import Budget, Ticket, Turns
 
 PROMPT = "What is 12 + 30?"
 
@@ -84,6 +85,24 @@ def test_two_seeded_runs_interleaved_step_by_step_each_make_their_solo_run(hoste
     for seed in (1, 2):
         assert argmaxes(records[seed]) == argmaxes(solo[seed].steps)
         assert records[seed][-1].finish_reason == solo[seed].end.finish_reason
+
+
+def test_runs_taking_turns_through_the_worker_make_their_solo_tokens_and_stop_at_their_budget(
+        hosted, loaded, config, long_config, inputs):
+    solo = {seed: headless(loaded, inputs, config, seed).token_ids for seed in (1, 2)}
+    turns = Turns(slots=2)
+    together = {seed: live.diffusion_run(hosted, inputs, config, seed) for seed in (1, 2)}
+    for run in together.values():
+        run.turns, run.ticket = turns, Ticket(run.seed, run.cancel)
+        run.start()
+    assert all(run.wait(120) for run in together.values())
+    assert {seed: run.trace.token_ids for seed, run in together.items()} == solo
+
+    run = live.diffusion_run(hosted, inputs, long_config, seed=0)
+    run.turns = Turns(budget=Budget(steps=5))
+    assert run.start().wait(60) and run.error is None
+    assert run.trace.end.finish_reason == "cancelled" and run.over_budget == "5 steps"
+    assert argmaxes(run.trace.steps) == argmaxes(headless(loaded, inputs, long_config, seed=0).steps)[:5]
 
 
 def test_stop_mid_run_ends_it_cancelled_and_keeps_the_steps_it_made(hosted, loaded, long_config, inputs):
