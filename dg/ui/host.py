@@ -113,7 +113,7 @@ def _denoise(loaded, runs, prompt, canvas_ids):
     return denoise_once(loaded.model, loaded.processor, prompt, canvas_ids)
 
 
-HANDLERS = {"open": _open, "next": _next, "close": _close, "denoise": _denoise}
+HANDLERS = {"open": _open, "next": _next, "close": _close, "denoise": _denoise, "ping": lambda loaded, runs: None}
 
 
 def _send(conn, message) -> None:
@@ -322,7 +322,8 @@ def main() -> None:
     from dg.prompts import build_inputs
     from dg.sampler import generate_diffusion
 
-    parser = argparse.ArgumentParser(description="Time one run through the worker process against in-process.")
+    parser = argparse.ArgumentParser(description="What the worker process adds per record: the pipe round trip, "
+                                                 "the records' pickling, and one run against in-process.")
     parser.add_argument("--model", default=None)
     parser.add_argument("--prompt", default="What is 487 + 356?")
     parser.add_argument("--seed", type=int, default=0)
@@ -334,7 +335,11 @@ def main() -> None:
     inputs = build_inputs(loaded.processor, args.prompt, thinking=True, device=loaded.device)
     config, rows = loaded.sampler_config, []
     try:
-        for _ in range(args.repeats + 1):  # the first of each warms up
+        t0 = time.perf_counter()
+        for _ in range(1000):
+            hosted.host._call("ping")
+        ping_s = (time.perf_counter() - t0) / 1000
+        for _ in range(args.repeats + 1):  # the first warms up
             t0 = time.perf_counter()
             torch.manual_seed(args.seed)
             local = generate_diffusion(loaded.model, inputs, config)
@@ -342,13 +347,18 @@ def main() -> None:
             remote = list(hosted.host.stream("diffusion", inputs, config, args.seed, threading.Event()))
             t2 = time.perf_counter()
             assert [r.argmax.tolist() for r in local.steps] == [r.argmax.tolist() for r in remote if r.kind == "step"]
-            rows.append((t1 - t0, t2 - t1, len(remote)))
+            rows.append((t1 - t0, t2 - t1))
     finally:
         hosted.host.close()
-    rows = sorted(rows[1:], key=lambda r: r[1] - r[0])
-    local_s, remote_s, records = rows[len(rows) // 2]
-    print(f"{records} records: in-process {local_s * 1000:.1f} ms, through the worker {remote_s * 1000:.1f} ms; "
-          f"the worker adds {(remote_s - local_s) / records * 1e6:.0f} µs per record (median of {args.repeats})")
+    t0 = time.perf_counter()
+    sizes = [len(data) for data in (pickle.dumps(r, protocol=pickle.HIGHEST_PROTOCOL) for r in remote)
+             if pickle.loads(data) is not None]
+    pickle_s = (time.perf_counter() - t0) / len(remote)
+    local_s, remote_s = (sorted(col)[len(col) // 2] for col in zip(*rows[1:]))
+    print(f"round trip of an empty request: {ping_s * 1e6:.0f} µs; a record: {sum(sizes) / len(sizes) / 1e3:.1f} kB, "
+          f"pickled and read back in {pickle_s * 1e6:.0f} µs")
+    print(f"one run of {len(remote)} records, median of {args.repeats}: in-process {local_s * 1000:.1f} ms, through "
+          f"the worker {remote_s * 1000:.1f} ms ({(remote_s - local_s) / len(remote) * 1e6:+.0f} µs per record)")
 
 
 if __name__ == "__main__":
