@@ -69,6 +69,11 @@ class TrainConfig:
     # which look plausible; uniform replacements almost never do, so without this the decoder learns to
     # keep any plausible token (a wrong sum digit stays wrong) and to fix only the implausible ones
     plausible_p: float = 0.0
+    # share of self-conditioned examples whose replaced tokens are then refilled with samples from the
+    # first pass's (temperature-scaled) distribution, and the second pass denoises that canvas: the
+    # sampler's own renoising, one step of it. A wrong but likely token is what the decoder meets at
+    # inference; this is where it learns to check one against the digits around it
+    self_renoise_p: float = 0.0
     self_conditioning_p: float = 0.5
     ar_weight: float = 1.0
     checkpoint_minutes: float = 5.0
@@ -96,6 +101,8 @@ class TrainConfig:
             raise ValueError(f"low_noise_max must be in (eps, 1], got {self.low_noise_max}")
         if not 0 <= self.plausible_p <= 1:
             raise ValueError(f"plausible_p must be in [0, 1], got {self.plausible_p}")
+        if not 0 <= self.self_renoise_p <= 1:
+            raise ValueError(f"self_renoise_p must be in [0, 1], got {self.self_renoise_p}")
         if not 0 <= self.self_conditioning_p <= 1:
             raise ValueError(f"self_conditioning_p must be in [0, 1], got {self.self_conditioning_p}")
         if self.checkpoint_minutes <= 0:
@@ -174,6 +181,15 @@ def self_conditioning_logits(model, decoder_kwargs: dict, use_sc: torch.Tensor, 
     return out
 
 
+def self_renoise(noisy: torch.Tensor, replaced: torch.Tensor, scaled_logits: torch.Tensor, rows: torch.Tensor,
+                 gen: torch.Generator) -> torch.Tensor:
+    """`noisy` (B, C) with the replaced positions of `rows` (B,) refilled with tokens drawn from
+    softmax(scaled_logits): the canvas the sampler's next step would see there."""
+    probs = torch.softmax(scaled_logits.float(), dim=-1).flatten(0, 1)  # (B·C, V)
+    drawn = torch.multinomial(probs, 1, generator=gen).view_as(noisy)
+    return torch.where(replaced & rows[:, None], drawn, noisy)
+
+
 def encoder_pass(model, batch: Batch):
     """Causal encoder pass over prompt + clean reply: (its output with the KV cache, the AR loss)."""
     enc = model.model.encoder(
@@ -233,6 +249,10 @@ def losses(model, batch: Batch, cfg: TrainConfig, gen: torch.Generator) -> dict[
     sc_logits = None
     if use_sc.any():
         sc_logits = self_conditioning_logits(model, kwargs, use_sc, t)
+        if cfg.self_renoise_p > 0:
+            kwargs["decoder_input_ids"] = self_renoise(noisy, replaced, sc_logits,
+                                                       use_sc & (torch.rand(len(t), generator=gen) < cfg.self_renoise_p),
+                                                       gen)
     logits = model(**kwargs, self_conditioning_logits=sc_logits, self_conditioning_mask=use_sc).logits
     diffusion_loss = canvas_loss(logits, batch.canvas_targets)
     return {"loss": diffusion_loss + cfg.ar_weight * ar_loss, "diffusion": diffusion_loss, "ar": ar_loss}
@@ -330,12 +350,14 @@ def main() -> None:
     parser.add_argument("--low-noise-max", type=float, default=defaults.low_noise_max)
     parser.add_argument("--plausible-p", type=float, default=defaults.plausible_p,
                         help="share of replaced tokens that take another token of the same canvas")
+    parser.add_argument("--self-renoise-p", type=float, default=defaults.self_renoise_p,
+                        help="share of self-conditioned examples renoised with samples of their first pass")
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args()
     cfg = TrainConfig(out=args.out, steps=args.steps, minutes=args.minutes, seed=args.seed,
                       batch_size=args.batch_size, lr=args.lr, threads=args.threads, init=args.init, mix=args.mix,
                       low_noise_p=args.low_noise_p, low_noise_max=args.low_noise_max,
-                      plausible_p=args.plausible_p)
+                      plausible_p=args.plausible_p, self_renoise_p=args.self_renoise_p)
     print(train(cfg, resume=args.resume))
 
 

@@ -13,7 +13,7 @@ from dg.tiny import skills
 from dg.tiny.data import encode_example, make_batch, num_canvases
 from dg.tiny.model import TinyModelConfig, build_model
 from dg.tiny.train import (SKILL_MIX, TrainConfig, examples_for_step, losses, make_optimizer, noise_levels, parse_mix,
-                           plausible_swaps, train)
+                           plausible_swaps, self_renoise, train)
 
 MICRO = dict(hidden_size=32, num_attention_heads=2, num_key_value_heads=1, head_dim=16, intermediate_size=64,
              num_experts=2, top_k_experts=1, moe_intermediate_size=32, canvas_length=16,
@@ -117,7 +117,7 @@ def test_a_tokenizer_that_does_not_match_the_model_is_rejected(processor):
 
 @pytest.mark.parametrize("field, value", [("steps", 0), ("minutes", 0), ("batch_size", 0), ("lr", -1.0),
                                           ("self_conditioning_p", 1.5), ("threads", 0), ("mix", ()), ("low_noise_p", 1.5),
-                                          ("low_noise_max", 0.0), ("plausible_p", -0.1),
+                                          ("low_noise_max", 0.0), ("plausible_p", -0.1), ("self_renoise_p", 2.0),
                                           ("mix", ("sudoku", "chess"))])
 def test_impossible_training_settings_are_rejected_by_name(field, value):
     with pytest.raises(ValueError, match=field):
@@ -183,3 +183,23 @@ def test_plausible_swaps_take_tokens_of_the_same_canvas_at_replaced_positions_on
     assert all(int(out[r, c]) in set(targets[r].tolist()) for r, c in swapped.nonzero().tolist())
     assert abs(swapped.sum().item() / replaced.sum().item() - 0.5) < 0.15
     assert torch.equal(plausible_swaps(targets, noisy, replaced, 0.0, gen), noisy)
+
+
+def test_self_renoising_refills_replaced_positions_of_chosen_rows_from_the_first_pass():
+    noisy = torch.tensor([[5, 6, 7, 8], [5, 6, 7, 8]])
+    replaced = torch.tensor([[True, False, True, False], [True, True, False, False]])
+    logits = torch.full((2, 4, 10), -1e4)
+    logits[:, :, 3] = 0.0  # the first pass is sure of token 3 everywhere
+    out = self_renoise(noisy, replaced, logits, torch.tensor([True, False]), torch.Generator().manual_seed(0))
+    assert out.tolist() == [[3, 6, 3, 8], [5, 6, 7, 8]]
+
+
+def test_a_training_step_with_every_noise_knob_on_runs(processor, tmp_path):
+    cfg = micro_config(tmp_path, steps=1, batch_size=4, low_noise_p=0.5, plausible_p=0.5, self_renoise_p=1.0,
+                       self_conditioning_p=1.0)
+    model = build_model(cfg.model, processor, seed=0)
+    batch = make_batch([encode_example(e, processor) for e in skills.sample_examples(3, 4)],
+                       cfg.model.canvas_length, processor.tokenizer, random.Random(0))
+    parts = losses(model, batch, cfg, torch.Generator().manual_seed(0))
+    assert torch.isfinite(parts["loss"])
+    parts["loss"].backward()
