@@ -126,21 +126,22 @@ def _failure(err: BaseException) -> tuple:
 
 def _serve(conn, source, device) -> None:
     """The child's loop: load the model, report what it loaded (or why it could not), then answer
-    requests until told to exit or until the app's end of the pipe closes."""
+    requests until told to exit or until the app's end of the pipe closes (the app exited or died)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the app closes us
     try:
         loaded = load(source, device)
         share_cpu(loaded.device)
         model = loaded.model
-        info = HostInfo(loaded.source, loaded.describe(), model.config, model.generation_config,
-                        loaded.sampler_config, loaded.dtype)
-        _send(conn, ("ok", info))
+        reply = ("ok", HostInfo(loaded.source, loaded.describe(), model.config, model.generation_config,
+                                loaded.sampler_config, loaded.dtype))
     except Exception as err:  # the same one-line error as an in-process load
-        _send(conn, _failure(err))
-        return
+        loaded, reply = None, _failure(err)
     runs: dict[int, _Run] = {}
-    while True:
+    while True:  # send the last reply, take the next request
         try:
+            _send(conn, reply)
+            if loaded is None:
+                return
             op, *args = pickle.loads(conn.recv_bytes())
         except (EOFError, OSError):
             return  # the app is gone
@@ -152,7 +153,6 @@ def _serve(conn, source, device) -> None:
             reply = _failure(err)
             if op == "next":
                 runs.pop(args[0], None)
-        _send(conn, reply)
 
 
 # -- the app's side ----------------------------------------------------------------------------------

@@ -1,10 +1,13 @@
 """The model in a worker process (dg.ui.host) records what a headless run records: seeds, interleaved
-runs, stop, AR and Learn's prediction are exact; a killed worker is a run error, and the next run starts
-a fresh one; the app served with it answers /generate."""
+runs, turns, budgets, stop, AR and Learn's prediction are exact; a killed worker is a run error, and the
+next run starts a fresh one; the worker ends with the app's process; the app served with it answers
+/generate."""
 
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -175,3 +178,37 @@ def test_the_app_served_with_the_worker_process_answers_generate(loaded, inputs,
     path = next(o for o in result if isinstance(o, str) and o.endswith(".json"))
     trace = Trace.from_json(Path(path).read_text())
     assert trace.token_ids == headless(loaded, inputs, loaded.sampler_config.replace(**knobs), seed=4).token_ids
+
+
+APP_THAT_ENDS = """
+import signal
+import sys
+from dg.ui.host import load_hosted
+hosted = load_hosted(sys.argv[1])
+print(hosted.host.pid, flush=True)
+if sys.argv[2] == "is killed":
+    signal.pause()
+"""
+
+
+def running(pid: int) -> bool:
+    """The process exists and is not a zombie (an orphan's zombie waits for whoever adopts it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+@pytest.mark.parametrize("end", ["exits", "is killed"])
+def test_the_worker_ends_when_the_app_s_process_ends(checkpoint_dir, end):
+    app = subprocess.Popen([sys.executable, "-c", APP_THAT_ENDS, str(checkpoint_dir), end], text=True,
+                           stdout=subprocess.PIPE, env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"})
+    worker = int(app.stdout.readline())
+    if end == "is killed":
+        app.kill()
+    app.wait(60)
+    deadline = time.time() + 30
+    while running(worker):
+        assert time.time() < deadline, f"the worker outlived the app that {end}"
+        time.sleep(0.1)
+
