@@ -24,7 +24,7 @@ EXAMPLE_SEED_BASE = 900_000  # held out: training draws seeds >= 1000 in a strea
 CHOSEN = (
     ("sudoku", 0, False), ("sudoku", 1, False),
     ("arithmetic", 2, True), ("arithmetic", 14, True),
-    ("picture", 2, False), ("picture", 18, False), ("picture", 4, False), ("picture", 7, False),
+    ("picture", 2, False), ("picture", 18, False), ("picture", 0, False), ("picture", 7, False),
     ("json", 0, False), ("json", 1, False),
     ("story", 0, False), ("story", 2, False), ("story", 13, False),
 )
