@@ -143,6 +143,10 @@ def summarise(runs: list, prompts: list[dict], config: SamplerConfig) -> dict:
         "decoder_step_vs_ar_token_cost": step_cost / ar_token_cost,
         "decoder_step_ms": 1e3 * step_cost,
         "ar_token_ms": 1e3 * ar_token_cost,
+        # the same ratio prompt by prompt: where the total comes from (one slow skill can dominate it)
+        "speedup_by_skill": {prompt["skill"]: _per_repeat(runs, lambda row, p=p: row[p]["ar"]["wall_s"] / row[p]["dg"]["wall_s"]
+                                                          if row[p]["dg"]["wall_s"] > 0 else 0.0)
+                             for p, prompt in enumerate(prompts)},
         "dg_matches_generate": all(run["dg"]["ids"] == run["reference"]["ids"] for row in runs for run in row),
         "repeats": len(runs),
         "prompts": len(prompts),

@@ -26,6 +26,10 @@ def test_model_bench_reports_positive_finite_ratios_and_dg_equals_generate(check
     # speedup ≈ TPF / (step cost / AR token cost) holds exactly with one repeat
     assert summary["diffusion_vs_ar_speedup"] == pytest.approx(
         summary["tpf"] / summary["decoder_step_vs_ar_token_cost"], rel=1e-6)
+    # with one prompt the per-skill ratio is the whole one; it is AR's wall over diffusion's for the same tokens
+    walls = {row["mode"]: row["wall_s"] for row in result["rows"]}
+    assert summary["speedup_by_skill"] == {"json": pytest.approx(walls["dg AR"] / walls["dg diffusion"])}
+    assert summary["speedup_by_skill"]["json"] == pytest.approx(summary["diffusion_vs_ar_speedup"], rel=1e-6)
 
 
 def test_the_bench_prompts_are_the_skills_where_diffusion_should_win():
