@@ -22,14 +22,14 @@ def timed(fn, device):
     return result, time.perf_counter() - start
 
 
-def _fmt(value, spec=".3g") -> str:
+def fmt(value, spec=".3g") -> str:
     if value is None:
         return "-"
     return format(value, spec) if isinstance(value, float) else str(value)
 
 
 def format_table(rows: list[dict], columns: list[str]) -> str:
-    cells = [[_fmt(row.get(c)) for c in columns] for row in rows]
+    cells = [[fmt(row.get(c)) for c in columns] for row in rows]
     widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths))]
     lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in cells]

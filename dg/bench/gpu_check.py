@@ -39,7 +39,7 @@ from pathlib import Path
 
 import torch
 
-from dg.bench.common import timed
+from dg.bench.common import fmt, timed
 from dg.bench.device import peak_bandwidth_gb_s, require_cuda
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -298,10 +298,6 @@ def run_parts(plan: CheckPlan, scratch: Path) -> dict:
     return parts
 
 
-def _g(value, spec: str = ".3g") -> str:
-    return "-" if value is None else format(value, spec)
-
-
 def describe(name: str, result: dict) -> list[str]:
     """The headline figures of one part's result, one line each."""
     if name == "kernel_tests":
@@ -313,12 +309,12 @@ def describe(name: str, result: dict) -> list[str]:
         for dtype, d in result["dtypes"].items():
             peak = d["triton"]["fraction_of_peak"]
             of_peak = "peak unknown" if peak is None else f"{peak:.0%} of peak"
-            lines.append(f"{dtype}: torch {_g(d['torch']['ms'])} ms, triton {_g(d['triton']['ms'])} ms "
-                         f"({_g(d['triton']['gb_s'], '.4g')} GB/s, {of_peak}); "
+            lines.append(f"{dtype}: torch {fmt(d['torch']['ms'])} ms, triton {fmt(d['triton']['ms'])} ms "
+                         f"({fmt(d['triton']['gb_s'], '.4g')} GB/s, {of_peak}); "
                          f"{'same' if d['agreement']['agree'] else 'DIFFERENT'} accepted positions and tokens")
         return lines
-    return [f"{r['backend']} sampling: {_g(r['tps'], '.4g')} tok/s, {_g(r['ms_per_step'])} ms/step; split (ms): "
-            + ", ".join(f"{phase} {_g(ms)}" for phase, ms in r["split_ms_per_step"].items())
+    return [f"{r['backend']} sampling: {fmt(r['tps'], '.4g')} tok/s, {fmt(r['ms_per_step'])} ms/step; split (ms): "
+            + ", ".join(f"{phase} {fmt(ms)}" for phase, ms in r["split_ms_per_step"].items())
             for r in result["diffusion"]]
 
 

@@ -69,8 +69,7 @@ class DistillConfig:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         if not 0 <= self.sft_share < 1:
             raise ValueError(f"sft_share must be in [0, 1), got {self.sft_share}")
-        if not self.mix or set(self.mix) - set(skills.SKILLS):
-            raise ValueError(f"mix must name skills of {skills.SKILLS}, got {self.mix}")
+        skills.check_skills(self.mix, "mix")
 
 
 @dataclass

@@ -213,19 +213,20 @@ def _story(rng: random.Random) -> tuple[str, str]:
 # --- public API -------------------------------------------------------------------------------
 
 
-def _check_skills(skills: Iterable[str]) -> tuple[str, ...]:
+def check_skills(skills: Iterable[str], what: str = "skills") -> tuple[str, ...]:
+    """`skills` as a tuple; a ValueError naming `what` when it is empty or names an unknown skill."""
     skills = tuple(skills)
     if not skills:
-        raise ValueError(f"skills must name at least one skill, got {skills!r}")
+        raise ValueError(f"{what} must name at least one skill, got {skills!r}")
     for s in skills:
         if s not in SKILLS:
-            raise ValueError(f"unknown skill {s!r}; expected one of {SKILLS}")
+            raise ValueError(f"unknown skill {s!r} in {what}; expected one of {SKILLS}")
     return skills
 
 
 def make_example(skill: str, rng: random.Random, *, thinking: bool = False) -> Example:
     """One example of `skill` drawn from `rng`; `thinking` adds the trace where the skill has one."""
-    _check_skills([skill])
+    check_skills([skill])
     image, thought = None, ""
     if skill == "sudoku":
         prompt, answer = _sudoku(rng)
@@ -254,7 +255,7 @@ def sample_examples(seed: int, n: int, skills: Iterable[str] = SKILLS) -> list[E
     """n examples, deterministic in `seed`, round-robin over `skills`; thinking drawn per example."""
     if n <= 0:
         raise ValueError(f"n must be > 0, got {n}")
-    return list(_iter_examples(seed, n, _check_skills(skills)))
+    return list(_iter_examples(seed, n, check_skills(skills)))
 
 
 def _normalise(text: str) -> str:

@@ -109,9 +109,7 @@ class TrainConfig:
             raise ValueError(f"checkpoint_minutes must be > 0, got {self.checkpoint_minutes}")
         if self.threads <= 0:
             raise ValueError(f"threads must be > 0, got {self.threads}")
-        unknown = sorted(set(self.mix) - set(skills.SKILLS))
-        if not self.mix or unknown:
-            raise ValueError(f"mix must name skills of {skills.SKILLS}, got {self.mix}")
+        skills.check_skills(self.mix, "mix")
 
 
 def parse_mix(text: str) -> tuple[str, ...]:
@@ -124,9 +122,7 @@ def parse_mix(text: str) -> tuple[str, ...]:
             raise argparse.ArgumentTypeError(f"expected skill=count with a skill of {skills.SKILLS}, got {part!r}")
         mix.append((name, int(count)))
     # interleave, so every stretch of the stream has each skill in proportion
-    total = sum(n for _, n in mix)
     slots = sorted((k / n, i, name) for i, (name, n) in enumerate(mix) for k in range(n))
-    assert len(slots) == total
     return tuple(name for *_, name in slots)
 
 

@@ -75,24 +75,28 @@ class _Run:
     def next(self, cancelled: bool):
         if cancelled:
             self.cancel.set()  # the generator ends with its "cancelled" RunEnd between two steps
-        self.rng._restore_rng()  # torch.manual_seed(seed) before the first record, else the state it left
+        self.rng.restore_rng()  # torch.manual_seed(seed) before the first record, else the state it left
         try:
             return next(self.records, None)
         finally:
-            self.rng._save_rng()
+            self.rng.save_rng()
+
+
+def records(loaded, kind: str, inputs: dict, options, cancel: threading.Event):
+    """A run's records on `loaded`'s own model: dg.sampler for "diffusion" (`options`: its SamplerConfig),
+    dg.ar for "ar" (`options`: max_new_tokens). The app's process calls it in-process, the child here."""
+    if kind == "diffusion":
+        return stream_diffusion(loaded.model, inputs, options, cancel=cancel)
+    if kind == "ar":
+        return stream_ar(loaded.model, inputs, options, loaded.eos_token_ids, pad_token_id=loaded.pad_token_id,
+                         cancel=cancel)
+    raise ValueError(f"kind must be 'diffusion' or 'ar', got {kind!r}")
 
 
 def _open(loaded, runs, run_id, kind, inputs, options, seed):
     inputs = {k: v.to(loaded.device) if torch.is_tensor(v) else v for k, v in inputs.items()}
     cancel = threading.Event()
-    if kind == "diffusion":
-        records = stream_diffusion(loaded.model, inputs, options, cancel=cancel)
-    elif kind == "ar":
-        records = stream_ar(loaded.model, inputs, options, loaded.eos_token_ids, pad_token_id=loaded.pad_token_id,
-                            cancel=cancel)
-    else:
-        raise ValueError(f"kind must be 'diffusion' or 'ar', got {kind!r}")
-    runs[run_id] = _Run(records, cancel, seed)
+    runs[run_id] = _Run(records(loaded, kind, inputs, options, cancel), cancel, seed)
 
 
 def _next(loaded, runs, run_id, cancelled):
@@ -351,8 +355,11 @@ def main() -> None:
     finally:
         hosted.host.close()
     t0 = time.perf_counter()
-    sizes = [len(data) for data in (pickle.dumps(r, protocol=pickle.HIGHEST_PROTOCOL) for r in remote)
-             if pickle.loads(data) is not None]
+    sizes = []
+    for record in remote:  # pickled and read back, as a record crosses the pipe
+        data = pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.loads(data)
+        sizes.append(len(data))
     pickle_s = (time.perf_counter() - t0) / len(remote)
     local_s, remote_s = (sorted(col)[len(col) // 2] for col in zip(*rows[1:]))
     print(f"round trip of an empty request: {ping_s * 1e6:.0f} µs; a record: {sum(sizes) / len(sizes) / 1e3:.1f} kB, "

@@ -28,13 +28,11 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent import futures
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from dg.ar import stream_ar
 from dg.config import SamplerConfig, check_seed
 from dg.loading import check_inputs, share_cpu
 from dg.prompts import build_inputs, open_image
-from dg.sampler import stream_diffusion
 from dg.trace import RunEnd, Trace
-from dg.ui.host import Hosted
+from dg.ui.host import Hosted, records
 from dg.ui.memory import trim
 from dg.ui.turns import TURNS, Ticket, Turns
 
@@ -163,8 +161,7 @@ def _polls(runs, fps):
             seen, last = counts, now
         # one frame interval even while in line: a run that starts at once (the usual case) shows its
         # first step a frame later, not a heartbeat later; a poll that finds nothing new costs no snapshot
-        wait = interval
-        yield (tuple(r.snapshot() for r in runs) if fresh else None), (None if finished else now + wait)
+        yield (tuple(r.snapshot() for r in runs) if fresh else None), (None if finished else now + interval)
         if finished:
             return
 
@@ -173,22 +170,22 @@ def diffusion_run(loaded, inputs: dict, config: SamplerConfig, seed: int, *, lab
                   start_gate: threading.Barrier | None = None) -> LiveRun:
     """The entropy-bound sampler on `loaded`'s model (in this process, or its worker process), seeded,
     not yet started."""
-    if isinstance(loaded, Hosted):
-        stream = lambda cancel: loaded.host.stream("diffusion", inputs, config, seed, cancel)  # noqa: E731
-    else:
-        stream = lambda cancel: stream_diffusion(loaded.model, inputs, config, cancel=cancel)  # noqa: E731
-    return LiveRun.from_stream(stream, seed=seed, label=label, start_gate=start_gate)
+    return LiveRun.from_stream(_records(loaded, "diffusion", inputs, config, seed), seed=seed, label=label,
+                               start_gate=start_gate)
 
 
 def ar_run(loaded, inputs: dict, max_new_tokens: int, *, label: str = "",
            start_gate: threading.Barrier | None = None) -> LiveRun:
     """Greedy AR decoding on the same weights (report §5.3); draws no random numbers, so takes no lock."""
+    return LiveRun.from_stream(_records(loaded, "ar", inputs, max_new_tokens, None), label=label,
+                               start_gate=start_gate)
+
+
+def _records(loaded, kind: str, inputs: dict, options, seed: int | None) -> Callable[[threading.Event], Iterator]:
+    """`cancel` → the run's records: from the worker process when `loaded` is hosted, else in this one."""
     if isinstance(loaded, Hosted):
-        stream = lambda cancel: loaded.host.stream("ar", inputs, max_new_tokens, None, cancel)  # noqa: E731
-    else:
-        stream = lambda cancel: stream_ar(loaded.model, inputs, max_new_tokens, loaded.eos_token_ids,  # noqa: E731
-                                          pad_token_id=loaded.pad_token_id, cancel=cancel)
-    return LiveRun.from_stream(stream, label=label, start_gate=start_gate)
+        return lambda cancel: loaded.host.stream(kind, inputs, options, seed, cancel)
+    return lambda cancel: records(loaded, kind, inputs, options, cancel)
 
 
 class Sessions:

@@ -45,12 +45,12 @@ class Ticket:
         self._rng: tuple | None = None
         self._since = 0.0  # when this run last took the model
 
-    def _save_rng(self) -> None:
+    def save_rng(self) -> None:
         if self.seed is not None:
             cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
             self._rng = (torch.get_rng_state(), cuda)
 
-    def _restore_rng(self) -> None:
+    def restore_rng(self) -> None:
         if self._rng is not None:
             cpu, cuda = self._rng
             torch.set_rng_state(cpu)
@@ -124,7 +124,7 @@ class Turns:
                 self._cond.wait()
             self._turns.popleft()
             self._holder = ticket
-        ticket._restore_rng()
+        ticket.restore_rng()
         ticket._since = time.perf_counter()
 
     def step_done(self, ticket: Ticket, counted: bool = True) -> None:
@@ -141,7 +141,7 @@ class Turns:
             if not self._turns:
                 ticket._since = time.perf_counter()
                 return  # nobody else waits: keep the model (and the RNG state in place)
-            ticket._save_rng()
+            ticket.save_rng()
             self._holder = None
             self._cond.notify_all()
         self.take(ticket)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from dg.prompts import build_inputs
-from dg.sampler import generate_diffusion
+from dg.sampler import generate_diffusion, stream_diffusion
 from dg.ui import runs as live
 from dg.ui.turns import Budget, Ticket, Turns
 
@@ -61,11 +61,11 @@ def test_seeded_runs_interleave_step_by_step_and_each_makes_its_solo_tokens(load
 
 def test_a_long_run_slows_a_short_one_but_never_stalls_it(loaded, config, inputs, slow):
     turns = Turns(slots=2)
-    long = live.LiveRun.from_stream(lambda c: live.stream_diffusion(loaded.model, inputs, slow, cancel=c),
+    long = live.LiveRun.from_stream(lambda c: stream_diffusion(loaded.model, inputs, slow, cancel=c),
                                     seed=0, turns=turns).start()
     wait_for_steps(long, 3)
     t0 = time.perf_counter()
-    short = live.LiveRun.from_stream(lambda c: live.stream_diffusion(loaded.model, inputs, config, cancel=c),
+    short = live.LiveRun.from_stream(lambda c: stream_diffusion(loaded.model, inputs, config, cancel=c),
                                      seed=0, turns=turns).start()
     assert short.wait(60)
     took = time.perf_counter() - t0
@@ -73,7 +73,7 @@ def test_a_long_run_slows_a_short_one_but_never_stalls_it(loaded, config, inputs
     long.stop()
     assert long.wait(30)
     t1 = time.perf_counter()
-    alone = live.LiveRun.from_stream(lambda c: live.stream_diffusion(loaded.model, inputs, config, cancel=c),
+    alone = live.LiveRun.from_stream(lambda c: stream_diffusion(loaded.model, inputs, config, cancel=c),
                                      seed=0, turns=turns).start()
     assert alone.wait(60)
     print(f"short run beside a long one: {took:.3f} s; alone: {time.perf_counter() - t1:.3f} s")
@@ -84,7 +84,7 @@ def test_runs_beyond_the_places_wait_in_line_and_know_their_place(loaded, config
     turns = Turns(slots=1)
 
     def run(cfg, session):
-        r = live.LiveRun.from_stream(lambda c: live.stream_diffusion(loaded.model, inputs, cfg, cancel=c),
+        r = live.LiveRun.from_stream(lambda c: stream_diffusion(loaded.model, inputs, cfg, cancel=c),
                                      seed=0, turns=turns)
         r.ticket.session = session
         return r.start()
@@ -128,7 +128,7 @@ def test_the_next_place_goes_to_the_session_with_the_fewest_runs_placed():
 @pytest.mark.parametrize("budget, used", [(Budget(steps=5), "5 steps"), (Budget(model_s=0.2), "s of model time")])
 def test_a_run_past_its_budget_stops_between_steps_and_keeps_them(loaded, inputs, slow, budget, used):
     turns = Turns(budget=budget)
-    run = live.LiveRun.from_stream(lambda c: live.stream_diffusion(loaded.model, inputs, slow, cancel=c),
+    run = live.LiveRun.from_stream(lambda c: stream_diffusion(loaded.model, inputs, slow, cancel=c),
                                    seed=0, turns=turns).start()
     assert run.wait(60)
     assert run.trace.end.finish_reason == "cancelled" and used in run.over_budget and run.trace.steps
@@ -137,10 +137,10 @@ def test_a_run_past_its_budget_stops_between_steps_and_keeps_them(loaded, inputs
 
 def test_a_run_stopped_while_in_line_never_runs(loaded, config, inputs, slow):
     turns = Turns(slots=1)
-    holder = live.LiveRun.from_stream(lambda c: live.stream_diffusion(loaded.model, inputs, slow, cancel=c),
+    holder = live.LiveRun.from_stream(lambda c: stream_diffusion(loaded.model, inputs, slow, cancel=c),
                                       seed=0, turns=turns).start()
     wait_for_steps(holder, 1)
-    waiting = live.LiveRun.from_stream(lambda c: live.stream_diffusion(loaded.model, inputs, config, cancel=c),
+    waiting = live.LiveRun.from_stream(lambda c: stream_diffusion(loaded.model, inputs, config, cancel=c),
                                        seed=0, turns=turns).start()
     time.sleep(0.1)
     waiting.stop()
@@ -152,7 +152,7 @@ def test_a_run_stopped_while_in_line_never_runs(loaded, config, inputs, slow):
 
 def test_a_race_s_two_sides_take_places_together_even_past_the_slots(loaded, config, inputs, slow):
     turns = Turns(slots=1)
-    holder = live.LiveRun.from_stream(lambda c: live.stream_diffusion(loaded.model, inputs, slow, cancel=c),
+    holder = live.LiveRun.from_stream(lambda c: stream_diffusion(loaded.model, inputs, slow, cancel=c),
                                       seed=0, turns=turns).start()
     wait_for_steps(holder, 1)
     gate = threading.Barrier(2)
