@@ -3,9 +3,10 @@
 Two measures on held-out thinking-mode additions (seeds from `PROBE_SEED_BASE`, far from training's):
 
 - **columns**: run the entropy-bound sampler (the checkpoint's generation config, seed 0 per problem)
-  and read its trace column by column (`x+y+c=ss write s carry c`): how often the operand digits are
-  the prompt's, how often the two-digit sum is right *for the digits the model itself wrote*, and how
-  often the carry in follows the column before; plus exact answers.
+  and read its trace column by column (`x+y=ss; ...; carry c c ...; write w w ...`): how often the
+  operand digits are the prompt's, how often the two-digit sum is right *for the digits the model
+  itself wrote*, how often each carry follows the model's own sum and carry before it, and each
+  written digit its own sum and carry in; plus exact answers.
 - **repair**: take the reference canvas, replace the ones digit of one column's sum, run one decoder
   step and read that position's argmax. Replaced by a token that cannot be a digit (`noise`), the
   decoder must compute the digit from the column; replaced by a wrong digit (`digit`), it must also
@@ -34,7 +35,9 @@ from dg.tiny import skills
 from dg.tiny.data import encode_example
 
 PROBE_SEED_BASE = 30_000  # held out: training streams draw seeds >= 1000 far below their ranges' ends
-COLUMN = re.compile(r"(\d)\+(\d)\+(\d)=(\d\d) write (\d) carry (\d)")
+COLUMN = re.compile(r"(\d)\+(\d)=(\d\d)")
+CARRIES = re.compile(r"carry ((?:\d ?)+)")
+WRITTEN = re.compile(r"write ((?:\d ?)+)")
 NOT_A_DIGIT = "▁carry"  # a token of the trace that never stands where a digit does
 
 
@@ -42,9 +45,14 @@ def problem(i: int) -> skills.Example:
     return skills.make_example("arithmetic", random.Random(PROBE_SEED_BASE + i), thinking=True)
 
 
+def _digits(pattern: re.Pattern, text: str) -> list[int]:
+    found = pattern.search(text)
+    return [int(d) for d in found.group(1).split()] if found else []
+
+
 def columns(loaded, n: int) -> dict:
     """Column-by-column agreement of the sampler's traces on n problems."""
-    counts = dict(columns=0, operands=0, sum_right=0, carry_follows=0, exact=0)
+    counts = dict(columns=0, operands=0, sum_right=0, carry_follows=0, write_follows=0, exact=0)
     for i in range(n):
         ex = problem(i)
         torch.manual_seed(0)
@@ -52,16 +60,20 @@ def columns(loaded, n: int) -> dict:
                                    loaded.sampler_config)
         reply = decode_reply(loaded.tokenizer, trace.token_ids)
         counts["exact"] += reply.answer.strip() == ex.answer
-        carry = "0"
-        for want, got in zip(COLUMN.findall(ex.thought), COLUMN.findall(reply.thought or "")):
+        thought = reply.thought or ""
+        got_cols = COLUMN.findall(thought)
+        carries, written = _digits(CARRIES, thought), _digits(WRITTEN, thought)
+        for k, (want, got) in enumerate(zip(COLUMN.findall(ex.thought), got_cols)):
             counts["columns"] += 1
             counts["operands"] += got[:2] == want[:2]
-            counts["sum_right"] += int(got[3]) == int(got[0]) + int(got[1]) + int(got[2])
-            counts["carry_follows"] += got[2] == carry
-            carry = got[5]
+            counts["sum_right"] += int(got[2]) == int(got[0]) + int(got[1])
+            if k + 1 < len(carries):
+                counts["carry_follows"] += carries[k + 1] == int(int(got[2]) + carries[k] >= 10)
+            if k < len(written) and k < len(carries):
+                counts["write_follows"] += written[k] == (int(got[2]) + carries[k]) % 10
     cols = max(counts["columns"], 1)
     return {"problems": n, "columns": counts["columns"], "exact": counts["exact"] / n,
-            **{k: counts[k] / cols for k in ("operands", "sum_right", "carry_follows")}}
+            **{k: counts[k] / cols for k in ("operands", "sum_right", "carry_follows", "write_follows")}}
 
 
 def repair(loaded, n: int) -> dict:
@@ -111,7 +123,8 @@ def main() -> None:
         return
     c, r = result["columns"], result["repair"]
     print(f"sampler traces, {c['problems']} problems, {c['columns']} columns: operands copied {c['operands']:.0%}, "
-          f"sum right for its own digits {c['sum_right']:.0%}, carry in follows {c['carry_follows']:.0%}, "
+          f"sum right for its own digits {c['sum_right']:.0%}, carry follows {c['carry_follows']:.0%}, "
+          f"written digit follows {c['write_follows']:.0%}, "
           f"exact answers {c['exact']:.0%}")
     print(f"one-step repair of a sum's ones digit, {r['positions']} positions: from a non-digit {r['noise']:.0%}, "
           f"from a wrong digit {r['digit']:.0%}")

@@ -2,9 +2,9 @@
 
 Five skills, each chosen to show one thing about diffusion decoding:
 - sudoku:     4×4 grid, 4–8 blanks, unique solution: bidirectional refinement fills cells in any order.
-- arithmetic: 3–4 digit addition, too hard to answer directly for a tiny model; thinking mode writes a
-              fixed-shape column-by-column carry trace first (4-digit traces span two canvases),
-              the case where thinking visibly helps.
+- arithmetic: 3–4 digit addition, too hard to answer directly for a tiny model; thinking mode first
+              writes a fixed-shape trace in three passes over the columns (sums, carries, digits
+              written; 4-digit traces span two canvases), the case where thinking visibly helps.
 - picture:    1–4 coloured shapes drawn with PIL, one question about them, answered in a sentence
               (image → encoder only).
 - json:       a sentence → a JSON record of 4–5 fields (32–45 tokens): long, fully determined, copied
@@ -140,21 +140,28 @@ _ADD_RANGE = (100, 9999)
 
 
 def addition_trace(a: int, b: int) -> str:
-    """'7+6+0=13 write 3 carry 1; 8+5+1=14 write 4 carry 1; 4+3+1=08 write 8 carry 0; answer 843'.
+    """'7+6=13; 8+5=13; 4+3=07; carry 0 1 1 0; write 3 4 8; answer 843'.
 
-    Columns from the right, as many as the longer operand has digits; every column has the same shape
-    (carry in, two-digit sum, digit written, carry out), so the trace's length follows from the prompt
-    alone and every token of it from the two digits above it and the carry just before it: a canvas
-    can settle column by column instead of guessing where each column starts.
+    Three passes over the columns, ones first, as many columns as the longer operand has digits:
+    - each column's two-digit sum of its digits, a function of the prompt alone;
+    - the carry into each column and out of the last one: 1 after a sum of 10 or more, or after a 9
+      with a carry in; otherwise 0 (the first is always 0);
+    - the digit written in each column: the ones of its sum plus its carry in;
+    then the answer: the last carry when it is 1, then the written digits from the last column back.
+    Every token depends on a few tokens at fixed places (only a run of 9s chains carries), so a canvas
+    can settle pass by pass, most positions in parallel, and the trace's length follows from the
+    prompt alone.
     """
     width = max(len(str(a)), len(str(b)))
     da, db = str(a).zfill(width)[::-1], str(b).zfill(width)[::-1]
-    steps, carry = [], 0
-    for x, y in zip(map(int, da), map(int, db)):
-        total = x + y + carry
-        steps.append(f"{x}+{y}+{carry}={total:02d} write {total % 10} carry {total // 10}")
-        carry = total // 10
-    return "; ".join(steps) + f"; answer {a + b}"
+    sums = [int(x) + int(y) for x, y in zip(da, db)]
+    carries = [0]
+    for s in sums:
+        carries.append(int(s + carries[-1] >= 10))
+    written = [(s + c) % 10 for s, c in zip(sums, carries)]
+    columns = "; ".join(f"{x}+{y}={s:02d}" for x, y, s in zip(da, db, sums))
+    return (f"{columns}; carry {' '.join(map(str, carries))}; write {' '.join(map(str, written))}; "
+            f"answer {a + b}")
 
 
 def _arithmetic(rng: random.Random, thinking: bool) -> tuple[str, str, str]:

@@ -20,13 +20,15 @@ def test_every_reference_trace_parses_into_one_column_per_digit():
         a, b = (int(w) for w in ex.prompt.rstrip("?.").split() if w.isdigit())
         cols = probe.COLUMN.findall(ex.thought)
         assert len(cols) == max(len(str(a)), len(str(b)))
-        assert all(int(ss) == int(x) + int(y) + int(c) for x, y, c, ss, _, _ in cols)
+        assert all(int(ss) == int(x) + int(y) for x, y, ss in cols)
+        carries, written = probe._digits(probe.CARRIES, ex.thought), probe._digits(probe.WRITTEN, ex.thought)
+        assert len(carries) == len(cols) + 1 and len(written) == len(cols)
 
 
 def test_the_probe_reports_shares_of_what_it_counted(embedded):
     cols = probe.columns(embedded, 2)
     assert cols["problems"] == 2 and cols["columns"] >= 1
-    assert all(0 <= cols[k] <= 1 for k in ("operands", "sum_right", "carry_follows", "exact"))
+    assert all(0 <= cols[k] <= 1 for k in ("operands", "sum_right", "carry_follows", "write_follows", "exact"))
     fix = probe.repair(embedded, 2)
     assert fix["positions"] == 4  # columns 2 and 3 of each problem lie inside the first canvas
     assert all(0 <= fix[k] <= 1 for k in ("noise", "digit"))

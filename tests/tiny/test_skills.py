@@ -115,11 +115,20 @@ def test_sudoku_puzzles_have_4_to_8_blanks_and_one_solution_which_is_the_answer(
         assert all(sorted(g) == [1, 2, 3, 4] for g in rows + cols + boxes)
 
 
-def test_addition_trace_writes_each_column_in_one_shape_with_its_carry():
-    assert addition_trace(487, 356) == ("7+6+0=13 write 3 carry 1; 8+5+1=14 write 4 carry 1; "
-                                        "4+3+1=08 write 8 carry 0; answer 843")
-    assert addition_trace(9500, 517) == ("0+7+0=07 write 7 carry 0; 0+1+0=01 write 1 carry 0; "
-                                         "5+5+0=10 write 0 carry 1; 9+0+1=10 write 0 carry 1; answer 10017")
+def test_addition_trace_writes_sums_then_carries_then_digits():
+    assert addition_trace(487, 356) == "7+6=13; 8+5=13; 4+3=07; carry 0 1 1 0; write 3 4 8; answer 843"
+    assert addition_trace(9500, 517) == ("0+7=07; 0+1=01; 5+5=10; 9+0=09; carry 0 0 0 1 1; write 7 1 0 0; "
+                                         "answer 10017")
+    # a run of 9s chains the carry through every column
+    assert addition_trace(9999, 1) == "9+1=10; 9+0=09; 9+0=09; 9+0=09; carry 0 1 1 1 1; write 0 0 0 0; answer 10000"
+
+
+def test_the_answer_is_the_last_carry_then_the_written_digits_backwards():
+    for a, b in [(100, 100), (999, 1), (4821, 377), (5555, 4445), (123, 9876), (9999, 9999)]:
+        trace = addition_trace(a, b)
+        carries = trace.split("carry ")[1].split(";")[0].split()
+        written = trace.split("write ")[1].split(";")[0].split()
+        assert ("1" if carries[-1] == "1" else "") + "".join(reversed(written)) == str(a + b)
 
 
 def test_the_trace_length_follows_from_the_prompt_alone(processor):
