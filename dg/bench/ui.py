@@ -81,7 +81,7 @@ def ui_run(client, prompt: str, thinking: bool, seed: int, knobs: dict, poll_s: 
     end = time.perf_counter() - t0
     trace_path = next(out for out in final if isinstance(out, str) and out.endswith("trace.json"))
     trace = Trace.from_json(Path(trace_path).read_text())
-    frames = [t for t, out in arrivals[:-1] if isinstance(out[0], str) and CANVAS_FRAME.search(out[0])]
+    frames = [t for t, out in arrivals[:-1] if isinstance(out[0], list) and CANVAS_FRAME.search("".join(out[0]))]
     span = frames[-1] - frames[0] if len(frames) > 1 else 0.0
     return {"first_frame_s": frames[0] if frames else None, "frames": len(frames),
             "frames_per_s": (len(frames) - 1) / span if span > 0 else 0.0, "end_to_end_s": end,

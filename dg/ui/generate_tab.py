@@ -151,7 +151,8 @@ def _view_column(loaded) -> Views:
     status = gr.Markdown("Pick an example or type a prompt, then **Generate**.", elem_id="dg-status")
     gr.HTML(CSS + render.legend_html())  # the page's one copy of the views' CSS
     panel = gr.HTML()
-    canvas = gr.HTML(render.canvas_html(Trace(), loaded.tokenizer), elem_id="dg-canvas", js_on_load=CLICK_JS)
+    canvas = gr.HTML(render.canvas_parts(Trace(), loaded.tokenizer), html_template=render.PARTS_TEMPLATE,
+                     elem_id="dg-canvas", js_on_load=CLICK_JS)
     text = gr.HTML(elem_id="dg-text")
     with gr.Row():
         run_picker = gr.Dropdown([], label="Run", info="every run of this session keeps its replay", scale=3)
@@ -233,7 +234,7 @@ def _run_view(tokenizer, reference, views: Views, results: Results, kept: KeptRu
     run steps (1 … N), its trace file."""
     trace = kept.trace
     n = len(trace.steps)
-    return {views.canvas: render.canvas_html(trace, tokenizer, n - 1 if n else None, show=show,
+    return {views.canvas: render.canvas_parts(trace, tokenizer, n - 1 if n else None, show=show,
                                              inspect=clamp_pos(trace, pos) if n else None),
             views.panel: render.step_panel_html(trace, n - 1 if n else None),
             views.text: text_and_check(kept, tokenizer, reference),
@@ -267,7 +268,7 @@ def _wire_generate(loaded, shared: Shared, reference: Reference, inputs: Inputs,
 
         def draw(frame, index=None):
             shown = render.upto(frame, pace.index(len(frame.steps)) if index is None else index)
-            return {views.canvas: render.canvas_html(shown, tok), views.panel: render.step_panel_html(shown),
+            return {views.canvas: render.canvas_parts(shown, tok), views.panel: render.step_panel_html(shown),
                     views.text: render.text_view_html(shown, tok), views.status: _live_status(run, frame, shown, pace)}
 
         try:
@@ -316,7 +317,7 @@ def _wire_replay(loaded, shared: Shared, reference: Reference, views: Views, res
         if trace is None or not trace.steps:
             return gr.skip(), gr.skip(), gr.skip()
         index = min(max(int(step or 1), 1), len(trace.steps)) - 1
-        return (render.canvas_html(trace, tok, index, show=show, inspect=clamp_pos(trace, pos)),
+        return (render.canvas_parts(trace, tok, index, show=show, inspect=clamp_pos(trace, pos)),
                 render.step_panel_html(trace, index), inspect_at(trace, tok, index, pos))
 
     def toggle(playing, history, label, step):

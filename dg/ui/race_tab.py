@@ -26,7 +26,7 @@ EXPLAINER = ("Both sides start together on the same prompt with the Generate tab
 def _side(title: str) -> tuple:
     """One side's heading, canvas, stats table and text."""
     gr.Markdown(f"### {title}")
-    return gr.HTML(), gr.Markdown(), gr.HTML()
+    return gr.HTML([], html_template=render.PARTS_TEMPLATE), gr.Markdown(), gr.HTML()
 
 
 def build(loaded, shared: Shared, generate: GenerateTab, ar_model=None) -> None:
@@ -52,7 +52,7 @@ def build(loaded, shared: Shared, generate: GenerateTab, ar_model=None) -> None:
     def sides(d, a, ar_tok) -> dict:
         views = {status: "finished" if d.done and a.done else "racing…"}
         for (canvas, stats, text), trace, tokenizer in ((d_views, d, tok), (a_views, a, ar_tok)):
-            views |= {canvas: render.canvas_html(trace, tokenizer), stats: race.side_table(trace),
+            views |= {canvas: render.canvas_parts(trace, tokenizer), stats: race.side_table(trace),
                       text: render.text_view_html(trace, tokenizer)}
         return views
 

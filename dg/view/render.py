@@ -119,9 +119,7 @@ def _cell(pos, piece, state, channel, tip, inspected: bool = False) -> str:
             f'title="{esc(tip)}">{piece_html(piece)}</div>')
 
 
-def _grid(cells: list[str]) -> str:
-    """Cells as wide as their token, wrapping like text: whole tokens at any canvas length."""
-    return f'<div class="dg-grid">{"".join(cells)}</div>'
+GRID_OPEN = '<div class="dg-grid">'  # cells as wide as their token, wrapping like text: whole tokens at any length
 
 
 def _committed_rows(trace, tokenizer, before: int) -> str:
@@ -146,29 +144,43 @@ def _committed_rows(trace, tokenizer, before: int) -> str:
 IDLE = "No run yet: pick an example (or type a prompt), then Generate."
 
 
-def canvas_html(trace, tokenizer, step_index: int | None = None, *, show="argmax", title: str = "",
-                inspect: int | None = None) -> str:
-    """The live canvas as coloured cells, committed canvases compactly above it; `inspect` outlines
-    the cell the inspector shows."""
+# A view sent as a list of HTML fragments (`canvas_parts`) and drawn by the page as their concatenation.
+# Gradio streams a list by its changed items, so a live frame carries only the cells that changed: a
+# 256-token canvas step costs the cells it moved, not the whole canvas. The fragments stay data to the
+# page's template (`value` is a variable there), never template source.
+PARTS_TEMPLATE = "${value.join('')}"
+
+
+def canvas_parts(trace, tokenizer, step_index: int | None = None, *, show="argmax", title: str = "",
+                 inspect: int | None = None) -> list[str]:
+    """The live canvas as coloured cells, committed canvases compactly above it, one fragment per cell
+    (`canvas_html` joins them); `inspect` outlines the cell the inspector shows."""
     head = '<div class="dg-view">' + (f'<div class="dg-title">{esc(title)}</div>' if title else "")
     if trace.start is None:
-        return head + ('<div class="dg-muted">The canvas appears here: random tokens at first, then the '
-                       'sampler keeps the confident ones, step by step.</div></div>')
+        return [head, '<div class="dg-muted">The canvas appears here: random tokens at first, then the '
+                      'sampler keeps the confident ones, step by step.</div></div>']
     cells = canvas_cells(trace, tokenizer, step_index, show)
     if trace.mode == "ar":
         label = f'<div class="dg-clabel">AR · {plural(len(cells), "token")}, one per forward</div>'
-        row = _grid(_cells(cells, "AR token")) if cells else '<div class="dg-muted">waiting for first token…</div>'
-        return head + label + row + "</div>"
+        if not cells:
+            return [head + label, '<div class="dg-muted">waiting for first token…</div></div>']
+        return [head + label, GRID_OPEN, *_cells(cells, "AR token"), "</div></div>"]
     if not cells:
         wait = [f'<div class="dg-cell dg-waiting" data-pos="{p}" title="waiting for first step">·</div>'
                 for p in range(trace.start.canvas_length)]
-        return head + '<div class="dg-muted">waiting for first step…</div>' + _grid(wait) + "</div>"
+        return [head, '<div class="dg-muted">waiting for first step…</div>', GRID_OPEN, *wait, "</div></div>"]
     i = _resolve_step(trace, step_index)
     rec = trace.steps[i]
     label = (f'<div class="dg-clabel">canvas {rec.canvas + 1} · step {rec.step} · showing {show} · '
              f'run step {i + 1} of {len(trace.steps)}</div>')
-    body = _grid(_cells(cells, inspect=inspect))
-    return head + _committed_rows(trace, tokenizer, rec.canvas) + label + body + "</div>"
+    return [head + _committed_rows(trace, tokenizer, rec.canvas), label, GRID_OPEN,
+            *_cells(cells, inspect=inspect), "</div></div>"]
+
+
+def canvas_html(trace, tokenizer, step_index: int | None = None, *, show="argmax", title: str = "",
+                inspect: int | None = None) -> str:
+    """`canvas_parts` as one HTML fragment."""
+    return "".join(canvas_parts(trace, tokenizer, step_index, show=show, title=title, inspect=inspect))
 
 
 def _cells(cells: list[dict], what: str | None = None, inspect: int | None = None) -> list[str]:

@@ -37,7 +37,8 @@ def test_generate_streams_frames_then_returns_the_final_canvas_and_its_trace(cli
     job = client.submit(prompt="What is 12 + 30?", image=None, thinking=True, seed=0, api_name="/generate", **FAST)
     final = job.result(timeout=120)
     assert len(job.outputs()) >= 2  # at least one live frame before the final update
-    cells = re.findall(r'data-pos="(\d+)"', final[CANVAS])
+    assert isinstance(final[CANVAS], list)  # one fragment per cell: a live frame sends the cells that changed
+    cells = re.findall(r'data-pos="(\d+)"', "".join(final[CANVAS]))
     assert [int(p) for p in cells] == list(range(16))
     trace = Trace.from_json(Path(final[TRACE_FILE]).read_text())
     assert trace.done and trace.steps and len(trace.canvases) == 1
@@ -58,10 +59,10 @@ def test_the_replay_endpoint_draws_any_step_of_the_session_s_run(client):
     final = generate(client)
     trace = Trace.from_json(Path(final[TRACE_FILE]).read_text())
     canvas, panel, _ = client.predict(final[PICKER]["value"], 1, "noisy", 3, api_name="/replay")  # run step 1
-    assert "canvas 1 · step 1 · showing noisy" in canvas
+    assert "canvas 1 · step 1 · showing noisy" in "".join(canvas)
     assert "step <b>1/" in panel
     last, _, inspector = client.predict(final[PICKER]["value"], len(trace.steps), "argmax", 3, api_name="/replay")
-    assert f"step {trace.steps[-1].step} · showing argmax" in last and "position <b>3</b>" in inspector
+    assert f"step {trace.steps[-1].step} · showing argmax" in "".join(last) and "position <b>3</b>" in inspector
 
 
 def huge_png(path: Path) -> str:
@@ -118,7 +119,7 @@ def test_race_returns_both_sides_with_their_forward_passes_and_a_chart(client):
     for stats in (out[D_STATS], out[A_STATS]):
         passes = int(re.search(r"\| forward passes \| (\d+) \|", stats).group(1))
         assert passes > 0
-    assert "data-pos" in out[D_CANVAS] and "AR ·" in out[A_CANVAS]
+    assert "data-pos" in "".join(out[D_CANVAS]) and "AR ·" in "".join(out[A_CANVAS])
     assert out[RACE_STATUS] == "finished" and out[RACE_CHART]["type"] == "plotly"
     assert "Speedup" in out[SPEEDUP]
 

@@ -33,8 +33,8 @@ def test_slow_motion_draws_every_step_in_order_at_the_pace(client):
                         api_name="/generate", **FAST)
     final = job.result(timeout=120)
     elapsed = time.perf_counter() - start
-    shown = [int(m.group(1)) for out in job.outputs()[:-1] if isinstance(out[CANVAS], str)
-             for m in [RUN_STEP.search(out[CANVAS])] if m]
+    shown = [int(m.group(1)) for out in job.outputs()[:-1] if isinstance(out[CANVAS], list)
+             for m in [RUN_STEP.search("".join(out[CANVAS]))] if m]
     n = final[STEP]["value"]
     assert shown == sorted(shown) and set(range(1, n)) <= set(shown)  # no step skipped, none out of order
     assert elapsed >= 0.15 * (n - 1)  # the pace held, though the sampler alone takes milliseconds
