@@ -74,6 +74,11 @@ class TrainConfig:
     # sampler's own renoising, one step of it. A wrong but likely token is what the decoder meets at
     # inference; this is where it learns to check one against the digits around it
     self_renoise_p: float = 0.0
+    # share of self-conditioned examples whose first pass sees a noisier canvas than the second (each
+    # token replaced again with probability q ~ U(0, 1)). The sampler's self-conditioning comes from its
+    # previous step, which saw more noise; a first pass on the same canvas is as good as the second, so
+    # without this the decoder learns to trust it and keeps an early guess (a sum digit) step after step
+    sc_noisier_p: float = 0.0
     self_conditioning_p: float = 0.5
     ar_weight: float = 1.0
     checkpoint_minutes: float = 5.0
@@ -103,6 +108,8 @@ class TrainConfig:
             raise ValueError(f"plausible_p must be in [0, 1], got {self.plausible_p}")
         if not 0 <= self.self_renoise_p <= 1:
             raise ValueError(f"self_renoise_p must be in [0, 1], got {self.self_renoise_p}")
+        if not 0 <= self.sc_noisier_p <= 1:
+            raise ValueError(f"sc_noisier_p must be in [0, 1], got {self.sc_noisier_p}")
         if not 0 <= self.self_conditioning_p <= 1:
             raise ValueError(f"self_conditioning_p must be in [0, 1], got {self.self_conditioning_p}")
         if self.checkpoint_minutes <= 0:
@@ -244,7 +251,12 @@ def losses(model, batch: Batch, cfg: TrainConfig, gen: torch.Generator) -> dict[
     use_sc = torch.rand(noisy.shape[0], generator=gen) < cfg.self_conditioning_p
     sc_logits = None
     if use_sc.any():
-        sc_logits = self_conditioning_logits(model, kwargs, use_sc, t)
+        first, t_first = kwargs, t
+        if cfg.sc_noisier_p > 0:
+            again = (use_sc & (torch.rand(len(t), generator=gen) < cfg.sc_noisier_p)) * torch.rand(len(t), generator=gen)
+            first = {**kwargs, "decoder_input_ids": corrupt(noisy, vocab, again, gen)[0]}
+            t_first = t + (1 - t) * again
+        sc_logits = self_conditioning_logits(model, first, use_sc, t_first)
         if cfg.self_renoise_p > 0:
             kwargs["decoder_input_ids"] = self_renoise(noisy, replaced, sc_logits,
                                                        use_sc & (torch.rand(len(t), generator=gen) < cfg.self_renoise_p),
@@ -348,12 +360,15 @@ def main() -> None:
                         help="share of replaced tokens that take another token of the same canvas")
     parser.add_argument("--self-renoise-p", type=float, default=defaults.self_renoise_p,
                         help="share of self-conditioned examples renoised with samples of their first pass")
+    parser.add_argument("--sc-noisier-p", type=float, default=defaults.sc_noisier_p,
+                        help="share of self-conditioned examples whose first pass sees a noisier canvas")
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args()
     cfg = TrainConfig(out=args.out, steps=args.steps, minutes=args.minutes, seed=args.seed,
                       batch_size=args.batch_size, lr=args.lr, threads=args.threads, init=args.init, mix=args.mix,
                       low_noise_p=args.low_noise_p, low_noise_max=args.low_noise_max,
-                      plausible_p=args.plausible_p, self_renoise_p=args.self_renoise_p)
+                      plausible_p=args.plausible_p, self_renoise_p=args.self_renoise_p,
+                      sc_noisier_p=args.sc_noisier_p)
     print(train(cfg, resume=args.resume))
 
 

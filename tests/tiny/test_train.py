@@ -117,7 +117,7 @@ def test_a_tokenizer_that_does_not_match_the_model_is_rejected(processor):
 
 @pytest.mark.parametrize("field, value", [("steps", 0), ("minutes", 0), ("batch_size", 0), ("lr", -1.0),
                                           ("self_conditioning_p", 1.5), ("threads", 0), ("mix", ()), ("low_noise_p", 1.5),
-                                          ("low_noise_max", 0.0), ("plausible_p", -0.1), ("self_renoise_p", 2.0),
+                                          ("low_noise_max", 0.0), ("plausible_p", -0.1), ("self_renoise_p", 2.0), ("sc_noisier_p", -1.0),
                                           ("mix", ("sudoku", "chess"))])
 def test_impossible_training_settings_are_rejected_by_name(field, value):
     with pytest.raises(ValueError, match=field):
@@ -196,10 +196,41 @@ def test_self_renoising_refills_replaced_positions_of_chosen_rows_from_the_first
 
 def test_a_training_step_with_every_noise_knob_on_runs(processor, tmp_path):
     cfg = micro_config(tmp_path, steps=1, batch_size=4, low_noise_p=0.5, plausible_p=0.5, self_renoise_p=1.0,
-                       self_conditioning_p=1.0)
+                       sc_noisier_p=0.5, self_conditioning_p=1.0)
     model = build_model(cfg.model, processor, seed=0)
     batch = make_batch([encode_example(e, processor) for e in skills.sample_examples(3, 4)],
                        cfg.model.canvas_length, processor.tokenizer, random.Random(0))
     parts = losses(model, batch, cfg, torch.Generator().manual_seed(0))
     assert torch.isfinite(parts["loss"])
     parts["loss"].backward()
+
+
+def test_the_self_conditioning_pass_sees_a_noisier_canvas_than_the_pass_it_conditions(processor, tmp_path,
+                                                                                      monkeypatch):
+    """As in the sampler, where step n's self-conditioning comes from step n - 1, which saw more noise."""
+    from dg.tiny import train as train_module
+
+    seen = {}
+    real = train_module.self_conditioning_logits
+
+    def spy(model, kwargs, use_sc, t):
+        seen["first"], seen["t_first"] = kwargs["decoder_input_ids"].clone(), t.clone()
+        return real(model, kwargs, use_sc, t)
+
+    def second_pass_inputs(sc_noisier_p):
+        monkeypatch.setattr(train_module, "self_conditioning_logits", spy)
+        cfg = micro_config(tmp_path, steps=1, batch_size=8, self_conditioning_p=1.0, sc_noisier_p=sc_noisier_p)
+        model = build_model(cfg.model, processor, seed=0)
+        batch = make_batch([encode_example(e, processor) for e in skills.sample_examples(3, 8)],
+                           cfg.model.canvas_length, processor.tokenizer, random.Random(0))
+        gen = torch.Generator().manual_seed(0)
+        t = noise_levels(8, cfg, gen)  # the levels losses() draws first from the same seed
+        losses(model, batch, cfg, torch.Generator().manual_seed(0))
+        return batch.canvas_targets, t
+
+    targets, t = second_pass_inputs(0.0)
+    assert torch.equal(seen["t_first"], t)  # off: the first pass is the second pass's canvas
+    clean_first_off = (seen["first"] == targets).float().mean()
+    second_pass_inputs(1.0)
+    assert bool((seen["t_first"] >= t).all()) and bool((seen["t_first"] > t).any())
+    assert (seen["first"] == targets).float().mean() < clean_first_off  # fewer clean tokens to lean on
