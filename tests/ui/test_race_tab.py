@@ -18,4 +18,4 @@ def test_the_app_races_a_separate_ar_model_given_with_ar_model(loaded, ar_model_
     d_stats, a_stats = out[1], out[4]
     assert int(re.search(r"\| forward passes \| (\d+) \|", d_stats).group(1)) > 0
     assert int(re.search(r"\| forward passes \| (\d+) \|", a_stats).group(1)) > 0
-    assert "AR ·" in out[3] and "Speedup" in out[8]
+    assert "AR ·" in "".join(out[3]) and "Speedup" in out[8]
