@@ -34,19 +34,21 @@ from dg.passes import (after_prefill, decode, decoder_mask, encode, eos_pad, eos
 from dg.trace import CanvasRecord, RunEnd, RunStart, StepRecord, Trace
 
 
-def _step_record(k, n, temperature, noisy, s, bound, stable, confident, reason, t) -> StepRecord:
+def _step_record(k, n, temperature, noisy, s, bound, stable, confident, reason, clock) -> StepRecord:
+    """The step's record; its time is taken once the record is built (a top-k over the vocabulary is
+    part of making it), so a viewer can show the step from then on."""
     probs, ids = top_k(s.scaled_logits[0])  # (C, k)
     entropy = s.entropy[0].float()
     accepted = s.accepted[0]
     acc_entropy = entropy[accepted]
     lhs = float(acc_entropy.sum() - acc_entropy.max()) if accepted.any() else 0.0
+    arrays = dict(noisy=noisy[0].cpu().numpy(), argmax=s.argmax[0].cpu().numpy(), sampled=s.sampled[0].cpu().numpy(),
+                  accepted=accepted.cpu().numpy().astype(bool), entropy=entropy.cpu().numpy().astype(np.float32),
+                  topk_ids=ids.cpu().numpy(), topk_probs=probs.cpu().numpy().astype(np.float32))
     return StepRecord(
-        canvas=k, step=n, temperature=float(temperature), noisy=noisy[0].cpu().numpy(),
-        argmax=s.argmax[0].cpu().numpy(), sampled=s.sampled[0].cpu().numpy(),
-        accepted=accepted.cpu().numpy().astype(bool), entropy=entropy.cpu().numpy().astype(np.float32),
-        accepted_entropy=lhs, entropy_bound=float(bound), mean_entropy=float(entropy.mean()),
-        stable=bool(stable), confident=bool(confident), stop_reason=reason,
-        topk_ids=ids.cpu().numpy(), topk_probs=probs.cpu().numpy().astype(np.float32), t=t)
+        canvas=k, step=n, temperature=float(temperature), accepted_entropy=lhs, entropy_bound=float(bound),
+        mean_entropy=float(entropy.mean()), stable=bool(stable), confident=bool(confident), stop_reason=reason,
+        t=time.perf_counter() - clock, **arrays)
 
 
 class _Stopper:
@@ -83,8 +85,7 @@ def _denoise(model, config: SamplerConfig, canvas, mask, cache, decoder_position
         stable, confident = stopper(s.argmax, s.entropy)
         done = stable and confident
         step_reason = "stable_confident" if done else ("step_cap" if steps_remaining == 1 else None)
-        yield _step_record(k, n, temperature, canvas, s, config.entropy_bound, stable, confident, step_reason,
-                           time.perf_counter() - clock)
+        yield _step_record(k, n, temperature, canvas, s, config.entropy_bound, stable, confident, step_reason, clock)
         sc_logits = s.scaled_logits.to(embed_dtype)
         argmax, canvas = s.argmax, s.next_canvas
         if done:

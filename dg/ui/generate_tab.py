@@ -243,6 +243,11 @@ def _run_view(tokenizer, reference, views: Views, results: Results, kept: KeptRu
             results.trace_file: str(export.trace_json(trace, scratch_dir() / "trace.json", kept.meta))}
 
 
+def live_views(shown: Trace, tokenizer) -> tuple[list[str], str, str]:
+    """What a live frame redraws: the canvas (one fragment per cell), the step panel, the text so far."""
+    return render.canvas_parts(shown, tokenizer), render.step_panel_html(shown), render.text_view_html(shown, tokenizer)
+
+
 def _live_status(run: LiveRun, frame: Trace, shown: Trace, pace: Pace) -> str:
     if not frame.steps:
         return waiting_message(run)
@@ -268,8 +273,9 @@ def _wire_generate(loaded, shared: Shared, reference: Reference, inputs: Inputs,
 
         def draw(frame, index=None):
             shown = render.upto(frame, pace.index(len(frame.steps)) if index is None else index)
-            return {views.canvas: render.canvas_parts(shown, tok), views.panel: render.step_panel_html(shown),
-                    views.text: render.text_view_html(shown, tok), views.status: _live_status(run, frame, shown, pace)}
+            canvas, panel, text = live_views(shown, tok)
+            return {views.canvas: canvas, views.panel: panel, views.text: text,
+                    views.status: _live_status(run, frame, shown, pace)}
 
         try:
             async for update in stream(shared, request, [run], draw, also=(tail,) if pace.seconds > 0 else ()):

@@ -115,8 +115,7 @@ def upto(trace, step_index: int | None) -> Trace:
 
 def _cell(pos, piece, state, channel, tip, inspected: bool = False) -> str:
     classes = " dg-thought" * (channel == "thought") + " dg-inspected" * inspected
-    return (f'<div class="dg-cell dg-{state}{classes}" data-pos="{pos}" style="{fill(STATE_COLORS[state])}" '
-            f'title="{esc(tip)}">{piece_html(piece)}</div>')
+    return f'<div class="dg-cell dg-{state}{classes}" data-pos="{pos}" title="{esc(tip)}">{piece_html(piece)}</div>'
 
 
 GRID_OPEN = '<div class="dg-grid">'  # cells as wide as their token, wrapping like text: whole tokens at any length
@@ -184,9 +183,11 @@ def canvas_html(trace, tokenizer, step_index: int | None = None, *, show="argmax
 
 
 def _cells(cells: list[dict], what: str | None = None, inspect: int | None = None) -> list[str]:
-    """Cells with a tooltip: position, token, entropy, and the state's meaning (or `what` the token is)."""
+    """Cells with a tooltip: position, entropy to 2 decimals, and the state in short (or `what` the token
+    is; the cell shows the token, the legend each state's whole meaning). A settled cell reads the same
+    from step to step, so a live frame does not resend it."""
     return [_cell(c["pos"], c["piece"], c["state"], c["channel"],
-                  f'#{c["pos"]} {c["piece"]} · H={c["entropy"]:.3f} · {what or STATE_HELP[c["state"]]}'
+                  f'#{c["pos"]} · H={c["entropy"]:.2f} · {what or STATE_SHORT[c["state"]]}'
                   + (" · thought" if c["channel"] == "thought" and what is None else ""), c["pos"] == inspect)
             for c in cells]
 

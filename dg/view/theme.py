@@ -76,7 +76,10 @@ body.dg-presenter #dg-main>div{width:100%;max-width:100%;flex:1 1 auto}
 body.dg-presenter .dg-view{font-size:20px}
 body.dg-presenter #dg-canvas .dg-cell{padding:5px 9px;border-width:2.5px}
 body.dg-presenter .dg-clabel,body.dg-presenter .dg-legend .dg-what,body.dg-presenter .dg-group{font-size:15px}
-</style>"""
+"""
+# each state's fill as a class, so a canvas cell names its state instead of carrying an inline style
+CSS += "".join(f".dg-cell.dg-{state}{{background:{color}33;border-color:{color}}}\n"
+               for state, color in STATE_COLORS.items()) + "</style>"
 
 _BYTE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 _BYTE_NAMES = {0x0A: "⏎", 0x09: "⇥", 0x20: "␣"}
