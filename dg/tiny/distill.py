@@ -34,7 +34,7 @@ from dg.prompts import build_inputs, decode_reply
 from dg.sampler import generate_diffusion
 from dg.tiny import skills
 from dg.tiny.data import Encoded, encode_example, make_batch, num_canvases
-from dg.tiny.train import (SKILL_MIX, TrainConfig, batch_for_step, canvas_loss, decoder_kwargs, encoder_pass,
+from dg.tiny.train import (SKILL_MIX, BatchStream, TrainConfig, canvas_loss, decoder_kwargs, encoder_pass,
                            lr_at, make_optimizer, losses, parse_mix)
 
 DISTILL_SEED_BASE = 500_000_000  # prompts for trajectories: far from SFT's stream and from eval's seeds
@@ -168,6 +168,7 @@ def distill(cfg: DistillConfig) -> dict:
     train_cfg = TrainConfig(batch_size=cfg.batch_size, lr=cfg.lr, minutes=cfg.minutes, steps=10**9,
                             warmup_steps=20, seed=cfg.seed + 7, model=cfg.train.model)
     optimizer = make_optimizer(model, train_cfg)
+    sft_batches, sft_step = BatchStream(train_cfg, processor), 0  # SFT batches in stream order
     rng, t0, step, metrics = random.Random(cfg.seed), time.time(), 0, {}
     model.train()
     bar = tqdm(desc="distill", mininterval=10)
@@ -176,7 +177,8 @@ def distill(cfg: DistillConfig) -> dict:
             group["lr"] = lr_at(step, train_cfg, time.time() - t0)
         if rng.random() < cfg.sft_share:
             gen = torch.Generator().manual_seed(step)
-            parts = losses(model, batch_for_step(train_cfg, step, processor), train_cfg, gen)
+            parts = losses(model, sft_batches(sft_step), train_cfg, gen)
+            sft_step += 1
         else:
             parts = distill_losses(model, rng.sample(rows, min(cfg.batch_size, len(rows))), processor, cfg)
         optimizer.zero_grad(set_to_none=True)

@@ -2,9 +2,10 @@
 
 Five skills, each chosen to show one thing about diffusion decoding:
 - sudoku:     4×4 grid, 4–8 blanks, unique solution: bidirectional refinement fills cells in any order.
-- arithmetic: 3–4 digit addition, too hard to answer directly for a tiny model; thinking mode first
-              writes a fixed-shape trace in three passes over the columns (sums, carries, digits
-              written; 4-digit traces span two canvases), the case where thinking visibly helps.
+- arithmetic: 3–4 digit addition; thinking mode first writes a fixed-shape trace in three passes over
+              the columns (sums, carries, digits written; 4-digit traces span two canvases), so the
+              answer follows from tokens the canvas has already settled. (The shipped model answers
+              these sums about as often right without the trace: see its model card.)
 - picture:    1–4 coloured shapes drawn with PIL, one question about them, answered in a sentence
               (image → encoder only).
 - json:       a sentence → a JSON record of 4–5 fields (32–45 tokens): long, fully determined, copied

@@ -52,6 +52,7 @@ class TrainConfig:
     minutes: float | None = None  # wall-clock cap; the run checkpoints and stops when it is reached
     seed: int = 0
     batch_size: int = 16
+    bucket: int = 8  # steps whose examples are pooled and sorted by length into batches (1: none)
     lr: float = 2e-3
     min_lr_ratio: float = 0.05
     warmup_steps: int = 50
@@ -94,6 +95,8 @@ class TrainConfig:
             raise ValueError(f"minutes must be > 0, got {self.minutes}")
         if self.batch_size <= 0:
             raise ValueError(f"batch_size must be > 0, got {self.batch_size}")
+        if self.bucket <= 0:
+            raise ValueError(f"bucket must be > 0, got {self.bucket}")
         if self.lr <= 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         if self.warmup_steps < 0:
@@ -159,9 +162,42 @@ def examples_for_step(cfg: TrainConfig, step: int) -> list[skills.Example]:
     return skills.sample_examples(step_seed(cfg, step), cfg.batch_size, cfg.mix[start:] + cfg.mix[:start])
 
 
+def pool_batches(cfg: TrainConfig, pool: int, processor) -> list[Batch]:
+    """The batches of steps pool·bucket … (pool + 1)·bucket − 1: those steps' examples together, sorted by
+    length (prompt + reply) and cut into batches, in an order drawn from the pool's seed.
+
+    The encoder pass pads every sequence of a batch to the longest, and lengths run from ~40 tokens (a
+    sudoku) to ~115 (a picture's soft tokens, a 4-digit trace): batches of like lengths carry less pad.
+    The stream's examples and mix are unchanged; only which examples share a batch is.
+    """
+    first = pool * cfg.bucket
+    encoded = [encode_example(e, processor) for step in range(first, first + cfg.bucket)
+               for e in examples_for_step(cfg, step)]
+    order = sorted(range(len(encoded)), key=lambda i: (len(encoded[i].prompt_ids) + len(encoded[i].reply_ids), i))
+    chunks = [order[i : i + cfg.batch_size] for i in range(0, len(order), cfg.batch_size)]
+    random.Random(step_seed(cfg, first)).shuffle(chunks)  # long and short batches in no fixed order
+    return [make_batch([encoded[i] for i in chunk], cfg.model.canvas_length, processor.tokenizer,
+                       random.Random(step_seed(cfg, first + n)))
+            for n, chunk in enumerate(chunks)]
+
+
+class BatchStream:
+    """batch_for_step with its pool kept: each pool's examples are generated and encoded once."""
+
+    def __init__(self, cfg: TrainConfig, processor):
+        self.cfg, self.processor = cfg, processor
+        self._pool: tuple[int, list[Batch]] = (-1, [])
+
+    def __call__(self, step: int) -> Batch:
+        pool = step // self.cfg.bucket
+        if self._pool[0] != pool:
+            self._pool = (pool, pool_batches(self.cfg, pool, self.processor))
+        return self._pool[1][step % self.cfg.bucket]
+
+
 def batch_for_step(cfg: TrainConfig, step: int, processor) -> Batch:
-    encoded = [encode_example(e, processor) for e in examples_for_step(cfg, step)]
-    return make_batch(encoded, cfg.model.canvas_length, processor.tokenizer, random.Random(step_seed(cfg, step)))
+    """Step `step`'s batch (see pool_batches); a resumed run gets the same one."""
+    return pool_batches(cfg, step // cfg.bucket, processor)[step % cfg.bucket]
 
 
 @torch.no_grad()
@@ -316,12 +352,13 @@ def train(cfg: TrainConfig, resume: bool = False) -> dict:
         start, elapsed = state["step"], state["elapsed"]
     model.train()
     t0, last_ckpt, metrics = time.time() - elapsed, time.time(), {}
+    batches = BatchStream(cfg, processor)
     bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, desc="train", mininterval=10)
     for step in bar:
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, cfg, time.time() - t0)
         gen = torch.Generator().manual_seed(step_seed(cfg, step))
-        parts = losses(model, batch_for_step(cfg, step, processor), cfg, gen)
+        parts = losses(model, batches(step), cfg, gen)
         optimizer.zero_grad(set_to_none=True)
         parts["loss"].backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
@@ -347,6 +384,8 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=defaults.minutes)
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
+    parser.add_argument("--bucket", type=int, default=defaults.bucket,
+                        help="steps whose examples are pooled and sorted by length into batches (1: none)")
     parser.add_argument("--lr", type=float, default=defaults.lr)
     parser.add_argument("--threads", type=int, default=defaults.threads)
     parser.add_argument("--init", default=None, help="continue from this saved model folder (fresh optimizer)")
@@ -365,7 +404,7 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args()
     cfg = TrainConfig(out=args.out, steps=args.steps, minutes=args.minutes, seed=args.seed,
-                      batch_size=args.batch_size, lr=args.lr, threads=args.threads, init=args.init, mix=args.mix,
+                      batch_size=args.batch_size, bucket=args.bucket, lr=args.lr, threads=args.threads, init=args.init, mix=args.mix,
                       low_noise_p=args.low_noise_p, low_noise_max=args.low_noise_max,
                       plausible_p=args.plausible_p, self_renoise_p=args.self_renoise_p,
                       sc_noisier_p=args.sc_noisier_p)

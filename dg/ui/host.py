@@ -6,7 +6,8 @@ generation ~30 % slower). So the model lives in one child process (multiprocessi
 every run of every session over a pipe, one request at a time: open a run (dg.sampler or dg.ar on CPU
 inputs moved to the model's device there), its next record, close it, and Learn's one-pass prediction.
 The app's process keeps the line, the turns, the budgets, the sessions and the drawing (dg.ui.turns,
-dg.ui.runs): a live run's thread asks the child for one record per turn.
+dg.ui.runs): a live run's thread asks the child for one record per turn. Between requests the child
+makes each open run's next record ahead, so the model works while the app draws (`_Run`).
 
 Seeds stay exact: the child gives each seeded run the RNG discipline of dg.ui.turns (`Ticket`: seeded
 right before its first record, its RNG state put back before each next one and kept after it), so a
@@ -41,6 +42,7 @@ from dg.config import SamplerConfig
 from dg.loading import Loaded, load, share_cpu
 from dg.noise import denoise_once
 from dg.sampler import stream_diffusion
+from dg.trace import RunEnd
 from dg.ui.memory import trim
 from dg.ui.turns import Ticket
 
@@ -67,19 +69,61 @@ class HostInfo:
 
 # -- the child ---------------------------------------------------------------------------------------
 class _Run:
-    """One run in the child: its record generator, its cancel event and its RNG state (a Ticket's)."""
+    """One run in the child: its record generator, its cancel event, its RNG state (a Ticket's) and the
+    record made ahead of its request, if any.
+
+    While no request waits on the pipe, the child makes each open run's next record ahead of time, so the
+    model does not idle while the app draws the last one. A step (or AR token) made ahead is dropped when
+    the request that asks for it says the run was stopped: the run then ends as it would have, "cancelled"
+    before that step, with the same records and counts (the cancel check sits before each step). Records
+    that come whatever the stop (a canvas's commit, the end of a finished run) are delivered as made.
+    """
 
     def __init__(self, records, cancel: threading.Event, seed: int | None):
         self.records, self.cancel, self.rng = records, cancel, Ticket(seed, cancel)
+        self.ahead: tuple | None = None  # (record or None at the end,) or (None, the exception it raised)
+        self.delivered, self.clock, self.finished = 0, time.perf_counter(), False
 
-    def next(self, cancelled: bool):
-        if cancelled:
-            self.cancel.set()  # the generator ends with its "cancelled" RunEnd between two steps
+    def _make(self):
         self.rng.restore_rng()  # torch.manual_seed(seed) before the first record, else the state it left
         try:
             return next(self.records, None)
         finally:
             self.rng.save_rng()
+
+    def wants_ahead(self) -> bool:
+        return self.ahead is None and not self.finished and not self.cancel.is_set()
+
+    def make_ahead(self) -> None:
+        try:
+            self.ahead = (self._make(),)
+        except Exception as err:  # the run's own failure: raised when its record is asked for
+            self.ahead = (None, err)
+
+    def next(self, cancelled: bool):
+        if cancelled:
+            self.cancel.set()  # the generator ends with its "cancelled" RunEnd between two steps
+        if self.ahead is None:
+            record = self._make()
+        else:
+            made, self.ahead = self.ahead, None
+            if len(made) == 2:
+                raise made[1]
+            record = made[0]
+            if cancelled and record is not None and record.kind in ("step", "token"):
+                record = self._ended_before(record)
+        if record is None or record.kind == "end":
+            self.finished = True
+        elif record.kind in ("step", "token"):
+            self.delivered += 1
+        return record
+
+    def _ended_before(self, dropped) -> RunEnd:
+        """The "cancelled" end the run's generator gives when its stop is seen before `dropped`."""
+        self.records.close()
+        if dropped.kind == "step":  # the encoder ran once per canvas begun; the decoder once per step
+            return RunEnd("cancelled", dropped.canvas + 1, self.delivered, time.perf_counter() - self.clock)
+        return RunEnd("cancelled", self.delivered, 0, time.perf_counter() - self.clock)  # AR: a forward per token
 
 
 def records(loaded, kind: str, inputs: dict, options, cancel: threading.Event):
@@ -128,6 +172,15 @@ def _failure(err: BaseException) -> tuple:
     return ("error", type(err).__name__, str(err))
 
 
+def _work_ahead(conn, runs: dict) -> None:
+    """Until a request arrives, make the next record of each open run that has none made yet."""
+    for run in list(runs.values()):
+        if conn.poll(0):
+            return
+        if run.wants_ahead():
+            run.make_ahead()
+
+
 def _serve(conn, source, device) -> None:
     """The child's loop: load the model, report what it loaded (or why it could not), then answer
     requests until told to exit or until the app's end of the pipe closes (the app exited or died)."""
@@ -146,6 +199,7 @@ def _serve(conn, source, device) -> None:
             _send(conn, reply)
             if loaded is None:
                 return
+            _work_ahead(conn, runs)
             op, *args = pickle.loads(conn.recv_bytes())
         except (EOFError, OSError):
             return  # the app is gone

@@ -3,6 +3,7 @@
 import argparse
 import collections
 import copy
+import json
 import random
 
 import pytest
@@ -12,8 +13,8 @@ from dg.loading import check_vocab
 from dg.tiny import skills
 from dg.tiny.data import encode_example, make_batch, num_canvases
 from dg.tiny.model import TinyModelConfig, build_model
-from dg.tiny.train import (SKILL_MIX, TrainConfig, examples_for_step, losses, make_optimizer, noise_levels, parse_mix,
-                           plausible_swaps, self_renoise, train)
+from dg.tiny.train import (SKILL_MIX, BatchStream, TrainConfig, batch_for_step, examples_for_step, losses,
+                           make_optimizer, noise_levels, parse_mix, plausible_swaps, self_renoise, train)
 
 MICRO = dict(hidden_size=32, num_attention_heads=2, num_key_value_heads=1, head_dim=16, intermediate_size=64,
              num_experts=2, top_k_experts=1, moe_intermediate_size=32, canvas_length=16,
@@ -159,6 +160,38 @@ def test_the_stream_keeps_the_mix_across_steps_whatever_the_batch_size():
     cfg = TrainConfig(batch_size=3, mix=SKILL_MIX)
     seen = collections.Counter(ex.skill for step in range(len(SKILL_MIX)) for ex in examples_for_step(cfg, step))
     assert seen == collections.Counter(SKILL_MIX * cfg.batch_size)
+
+
+def test_length_buckets_batch_the_same_examples_with_less_pad(processor):
+    """A pool of `bucket` steps holds exactly those steps' examples, cut into full batches of like lengths."""
+    def sequences(batch):
+        return sorted(tuple(row[mask.bool()].tolist()) for row, mask in zip(batch.input_ids, batch.attention_mask))
+
+    def pad(batches):
+        return sum(int((b.attention_mask == 0).sum()) for b in batches)
+
+    plain, pooled = TrainConfig(batch_size=8, bucket=1), TrainConfig(batch_size=8, bucket=4)
+    unsorted = [batch_for_step(plain, step, processor) for step in range(4)]
+    stream = BatchStream(pooled, processor)
+    sorted_ = [stream(step) for step in range(4)]
+    assert sorted(s for b in sorted_ for s in sequences(b)) == sorted(s for b in unsorted for s in sequences(b))
+    assert all(b.input_ids.shape[0] == 8 for b in sorted_)
+    assert pad(sorted_) < pad(unsorted)
+    assert all(torch.equal(batch_for_step(pooled, step, processor).input_ids, sorted_[step].input_ids)
+               for step in (0, 3))  # a resumed run gets the same batch as the stream
+    with pytest.raises(ValueError, match="bucket"):
+        TrainConfig(bucket=0)
+
+
+def test_the_throughput_report_measures_each_configuration(capsys, monkeypatch):
+    from dg.tiny import throughput
+    monkeypatch.setattr("sys.argv", ["throughput", "--buckets", "1", "2", "--steps", "2", "--rounds", "1", "--json"])
+    throughput.main()
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    rows = {row["bucket"]: row for row in report["configs"]}
+    assert set(rows) == {1, 2} and rows[1]["ratio_to_first"] == 1.0
+    for row in rows.values():
+        assert 0 < row["examples_per_s"] <= row["examples_per_s_step"] and 0 <= row["pad_share"] < 1
 
 
 def test_low_noise_weighting_draws_that_share_of_levels_below_its_cap():

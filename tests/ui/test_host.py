@@ -23,7 +23,7 @@ from dg.sampler import generate_diffusion
 from dg.trace import Trace
 from dg.ui import runs as live
 from dg.ui.app import serve
-from dg.ui.host import ModelHost, load_hosted
+from dg.ui.host import ModelHost, _Run, load_hosted, records as run_records
 from dg.ui.turns import Budget, Ticket, Turns
 
 PROMPT = "What is 12 + 30?"
@@ -128,6 +128,51 @@ def test_stop_mid_run_ends_it_cancelled_and_keeps_the_steps_it_made(hosted, load
     assert run.wait(60) and run.error is None
     assert run.trace.end.finish_reason == "cancelled" and 0 < len(run.trace.steps) < len(solo.steps)
     assert argmaxes(run.trace.steps) == argmaxes(solo.steps)[:len(run.trace.steps)]
+
+
+@pytest.mark.parametrize("kind", ["diffusion", "ar"])
+def test_a_step_made_ahead_is_dropped_when_its_request_stops_the_run(loaded, long_config, inputs, kind):
+    """The child makes a run's next record before it is asked for; a stop in that request ends the run
+    exactly where a run without the record made ahead ends: same records, same counts."""
+    options = long_config if kind == "diffusion" else 24
+
+    def run_until_stop(ahead: bool) -> list:
+        cancel = threading.Event()
+        run = _Run(run_records(loaded, kind, inputs, options, cancel), cancel, seed=3)
+        got = [run.next(False) for _ in range(4)]  # RunStart and three steps (or tokens)
+        if ahead:
+            assert run.wants_ahead()
+            run.make_ahead()
+            assert run.ahead[0].kind in ("step", "token") and not run.wants_ahead()
+        got.append(run.next(True))
+        return got
+
+    plain, ahead = run_until_stop(False), run_until_stop(True)
+    for got in (plain, ahead):
+        assert [r.kind for r in got][-1] == "end" and got[-1].finish_reason == "cancelled"
+    assert [r.kind for r in ahead] == [r.kind for r in plain]
+    assert ((ahead[-1].encoder_forwards, ahead[-1].decoder_forwards)
+            == (plain[-1].encoder_forwards, plain[-1].decoder_forwards))
+    ids = (lambda r: r.argmax.tolist()) if kind == "diffusion" else (lambda r: r.token_id)
+    assert [ids(r) for r in ahead[1:-1]] == [ids(r) for r in plain[1:-1]]
+
+
+def test_records_made_ahead_for_runs_taking_turns_keep_their_solo_tokens(hosted, loaded, config, inputs):
+    """Two seeded runs asked in turns while the child works ahead on both: each makes its solo tokens."""
+    solo = {seed: headless(loaded, inputs, config, seed) for seed in (7, 8)}
+    streams = {seed: hosted.host.stream("diffusion", inputs, config, seed, threading.Event()) for seed in (7, 8)}
+    got = {seed: [] for seed in streams}
+    while streams:
+        for seed in list(streams):
+            record = next(streams[seed], None)
+            time.sleep(0.01)  # the app drawing: the child makes the next records meanwhile
+            if record is None:
+                del streams[seed]
+            else:
+                got[seed].append(record)
+    for seed in (7, 8):
+        assert argmaxes(got[seed]) == argmaxes(solo[seed].steps)
+        assert got[seed][-1].finish_reason == solo[seed].end.finish_reason
 
 
 def test_ar_through_the_worker_makes_the_tokens_of_headless_ar(hosted, loaded, inputs):
