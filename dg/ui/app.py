@@ -101,6 +101,8 @@ def main() -> None:
         print(f"app.py: {err}", file=sys.stderr)
         raise SystemExit(2) from None
     share_cpu(loaded.device)
+    if isinstance(loaded, Hosted):
+        loaded.host.yield_cpu()  # from here on the app's threads are nicer than the model process
     files.remove_on_exit()  # SIGTERM too removes the files handed out
     print(loaded.describe())
     try:  # a port or host left as None is Gradio's to pick: its environment variables, then its defaults

@@ -7,7 +7,9 @@ every run of every session over a pipe, one request at a time: open a run (dg.sa
 inputs moved to the model's device there), its next record, close it, and Learn's one-pass prediction.
 The app's process keeps the line, the turns, the budgets, the sessions and the drawing (dg.ui.turns,
 dg.ui.runs): a live run's thread asks the child for one record per turn. Between requests the child
-makes each open run's next record ahead, so the model works while the app draws (`_Run`).
+makes each open run's next record ahead, so the model works while the app draws (`_Run`); and
+`python app.py` makes its own threads nicer than the child (`ModelHost.yield_cpu`), so on busy cores the
+drawing waits for the sampler.
 
 Seeds stay exact: the child gives each seeded run the RNG discipline of dg.ui.turns (`Ticket`: seeded
 right before its first record, its RNG state put back before each next one and kept after it), so a
@@ -26,9 +28,11 @@ it is closed, when the app exits, and when the app dies (its end of the pipe clo
 
 import argparse
 import builtins
+import concurrent.futures
 import itertools
 import logging
 import multiprocessing
+import os
 import pickle
 import signal
 import threading
@@ -48,6 +52,9 @@ from dg.ui.turns import Ticket
 
 POLL_S = 0.5  # while waiting for a reply, check this often that the child is still alive
 CLOSE_S = 10.0  # a closed child gets this long to exit before it is terminated
+# the app's threads run this much nicer than the model process: when the cores are all busy (a laptop,
+# many viewers), drawing frames waits for the sampler, not the other way round
+APP_NICE = 5
 LOG = logging.getLogger("dg.ui")
 
 
@@ -232,6 +239,10 @@ class ModelHost:
         self._proc = self._conn = None
         self._generation = 0  # which child a run was opened on: runs never outlive theirs
         self._ids = itertools.count()
+        # children are spawned from this one thread: a child inherits its spawner's priority, and the
+        # app's other threads may since have yielded theirs (yield_cpu)
+        self._spawner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="dg-spawn")
+        self._spawner_tid = self._spawner.submit(threading.get_native_id).result()
 
     @property
     def pid(self) -> int | None:
@@ -250,7 +261,7 @@ class ModelHost:
         ctx = multiprocessing.get_context("spawn")
         ours, theirs = ctx.Pipe()
         proc = ctx.Process(target=_serve, args=(theirs, self.source, self.device), name="dg-model", daemon=True)
-        proc.start()
+        self._spawner.submit(proc.start).result()
         theirs.close()  # only the child holds its end now: when it dies, our reads see EOF
         self._proc, self._conn = proc, ours
         self._generation += 1
@@ -323,6 +334,25 @@ class ModelHost:
     def denoise(self, prompt: str, canvas_ids: list[int]) -> dict:
         """Learn's one decoder pass (dg.noise.denoise_once) on the child's model."""
         return self._call("denoise", prompt, [int(i) for i in canvas_ids], restart=True)[0]
+
+    def yield_cpu(self, increment: int = APP_NICE) -> None:
+        """Make every thread of this (the app's) process but the spawner `increment` nicer, and so the
+        threads they start later: the model process keeps its priority, so on busy cores the drawing
+        waits for the sampler, not the other way round. Linux sets a priority per thread; where there is
+        no /proc/self/task, the calling thread's; Windows has no nice levels."""
+        if not hasattr(os, "setpriority") or increment <= 0:
+            return
+        try:
+            tids = [int(t) for t in os.listdir("/proc/self/task")]
+        except OSError:
+            tids = [0]
+        for tid in tids:
+            if tid == self._spawner_tid:
+                continue
+            try:
+                os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + increment))
+            except OSError:
+                pass  # a thread that ended meanwhile
 
     def close(self) -> None:
         """Ask the child to exit; terminate it if it does not within CLOSE_S."""

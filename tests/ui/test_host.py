@@ -257,3 +257,33 @@ def test_the_worker_ends_when_the_app_s_process_ends(checkpoint_dir, end):
         assert time.time() < deadline, f"the worker outlived the app that {end}"
         time.sleep(0.1)
 
+
+NICER_APP = """
+import os, sys, threading
+from dg.ui.host import APP_NICE, load_hosted
+hosted = load_hosted(sys.argv[1])
+host = hosted.host
+before = os.getpriority(os.PRIO_PROCESS, 0)
+host.yield_cpu()
+later = []
+thread = threading.Thread(target=lambda: later.append(os.getpriority(os.PRIO_PROCESS, 0)))
+thread.start(); thread.join()
+first = os.getpriority(os.PRIO_PROCESS, host.pid)
+os.kill(host.pid, 9)
+host._proc.join(10)
+restart = threading.Thread(target=host.start)  # a run's thread, nicer now, starts the fresh child
+restart.start(); restart.join()
+print(before, os.getpriority(os.PRIO_PROCESS, 0), later[0], first, os.getpriority(os.PRIO_PROCESS, host.pid), APP_NICE)
+host.close()
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice levels are Linux's")
+def test_the_app_yields_the_cpu_to_the_model_process_and_a_restarted_one_keeps_its_priority(checkpoint_dir):
+    out = subprocess.run([sys.executable, "-c", NICER_APP, str(checkpoint_dir)], capture_output=True, text=True,
+                         timeout=180, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert out.returncode == 0, out.stderr
+    before, app, later, model, restarted, nice = map(int, out.stdout.split()[-6:])
+    assert app == min(19, before + nice) and later == app  # the app's threads, and those it starts after
+    assert model == before and restarted == before  # the model process keeps the priority it had
+
