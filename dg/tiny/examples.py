@@ -18,9 +18,9 @@ from pathlib import Path
 from dg.tiny import skills
 
 EXAMPLE_SEED_BASE = 900_000  # held out: training draws seeds >= 1000 in a stream far below this
-# (skill, draw, thinking): every skill and every picture question. Pictures and additions are
-# held-out draws the shipped model answers right with the app's defaults (its accuracy on fresh draws is
-# the model card's); the arithmetic traces (4 digits) span two canvases, so block-wise commits show.
+# (skill, draw, thinking): every skill and every picture question, held-out draws (the shipped model
+# answers the first 20 draws of every skill right with the app's defaults; its accuracy on fresh draws
+# is the model card's); the arithmetic traces (4 digits) span two canvases, so block-wise commits show.
 CHOSEN = (
     ("sudoku", 0, False), ("sudoku", 1, False),
     ("arithmetic", 1, True), ("arithmetic", 14, True),
