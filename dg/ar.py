@@ -3,7 +3,7 @@
 The causal encoder pass writes each token into the KV cache; its last hidden state is already
 final-normed, so next-token logits are softcap(lm_head(h)). Greedy or sampled, streamed per token.
 
-    python -m dg generate --mode ar --prompt "What is 487 + 356?"
+    python -m dg generate --mode ar --prompt "What is 2487 + 3356?"
 """
 
 import threading

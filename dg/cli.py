@@ -1,6 +1,6 @@
 """Command line: generate with the instrumented sampler (or AR mode) and watch it in the terminal.
 
-    python -m dg generate --prompt "What is 487 + 356?" --thinking
+    python -m dg generate --prompt "What is 2487 + 3356?" --thinking
     python -m dg generate --model google/diffusiongemma-26B-A4B-it --prompt "Why is the sky blue?" --json
     python -m dg generate --mode ar --prompt "Solve the sudoku: 12.4/3.12/2.41/41.3" --seed 0
 

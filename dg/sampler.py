@@ -15,7 +15,7 @@ that answers with pad and never writes EOS would run for as many canvases as the
 100,000-token budget ran for minutes). `SamplerConfig(end_on_pad_canvas=False)` keeps the reference
 behaviour; every token up to that canvas is the same either way.
 
-    python -m dg generate --prompt "What is 487 + 356?" --thinking
+    python -m dg generate --prompt "What is 2487 + 3356?" --thinking
 """
 
 import math

@@ -413,6 +413,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="What the worker process adds per record: the pipe round trip, "
                                                  "the records' pickling, and one run against in-process.")
     parser.add_argument("--model", default=None)
+    # a long run on purpose: the embedded model does not settle this 3-digit sum and takes ~48 steps
     parser.add_argument("--prompt", default="What is 487 + 356?")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=5)

@@ -16,7 +16,7 @@ turn, and waits on the pipe outside the GIL; everything else here is the same.
 `prepare_run` validates what a user set (prompt, image, seed, knobs) before any thread starts.
 A run whose thread raises ends with finish_reason "error" and keeps its partial trace.
 
-    python -m dg.ui.runs --prompt "What is 487 + 356?" --seed 0   # the embedded tiny model
+    python -m dg.ui.runs --prompt "What is 2487 + 3356?" --seed 0   # the embedded tiny model
 """
 
 import argparse
@@ -273,7 +273,7 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description="Run the sampler live and print each frame the UI would draw.")
     parser.add_argument("--model", default=None)
-    parser.add_argument("--prompt", default="What is 487 + 356?")
+    parser.add_argument("--prompt", default="What is 2487 + 3356?")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fps", type=float, default=DEFAULT_FPS)
     args = parser.parse_args()
