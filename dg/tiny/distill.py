@@ -35,7 +35,7 @@ from dg.sampler import generate_diffusion
 from dg.tiny import skills
 from dg.tiny.data import Encoded, encode_example, make_batch, num_canvases
 from dg.tiny.train import (SKILL_MIX, BatchStream, TrainConfig, canvas_loss, decoder_kwargs, encoder_pass,
-                           lr_at, make_optimizer, losses, parse_mix)
+                           lr_at, make_optimizer, losses, optimizer_step, parse_mix)
 
 DISTILL_SEED_BASE = 500_000_000  # prompts for trajectories: far from SFT's stream and from eval's seeds
 SC_FLOOR = -1e4  # logit of tokens outside a record's top-k: softmax gives them ~0 mass
@@ -181,10 +181,7 @@ def distill(cfg: DistillConfig) -> dict:
             sft_step += 1
         else:
             parts = distill_losses(model, rng.sample(rows, min(cfg.batch_size, len(rows))), processor, cfg)
-        optimizer.zero_grad(set_to_none=True)
-        parts["loss"].backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.clip)
-        optimizer.step()
+        optimizer_step(model, optimizer, parts["loss"], train_cfg.clip)
         metrics = {k: round(v.item(), 4) for k, v in parts.items()}
         bar.update()
         bar.set_postfix(metrics, refresh=False)

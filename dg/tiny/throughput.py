@@ -21,9 +21,9 @@ import torch
 from transformers import AutoProcessor, DiffusionGemmaForBlockDiffusion
 
 from dg.loading import EMBEDDED_MODEL
-from dg.tiny.train import BatchStream, TrainConfig, losses, make_optimizer, parse_mix
+from dg.tiny.train import BatchStream, TrainConfig, losses, make_optimizer, optimizer_step, parse_mix
 
-MIX = "arithmetic=10,picture=4,sudoku=2,json=1,story=1"  # the shipped round's mixture
+MIX = "arithmetic=10,picture=4,sudoku=2,json=1,story=1"  # round 8's mixture: the model card's figures
 
 
 def measure(model, optimizer, processor, cfg: TrainConfig, first: int, steps: int) -> dict:
@@ -35,11 +35,8 @@ def measure(model, optimizer, processor, cfg: TrainConfig, first: int, steps: in
         t0 = time.perf_counter()
         batch = batches(step)
         t1 = time.perf_counter()
-        parts = losses(model, batch, cfg, torch.Generator().manual_seed(step))
-        optimizer.zero_grad(set_to_none=True)
-        parts["loss"].backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
-        optimizer.step()
+        optimizer_step(model, optimizer, losses(model, batch, cfg, torch.Generator().manual_seed(step))["loss"],
+                       cfg.clip)
         t2 = time.perf_counter()
         make_s, train_s = make_s + t1 - t0, train_s + t2 - t1
         tokens += batch.attention_mask.numel()

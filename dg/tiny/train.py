@@ -307,6 +307,14 @@ def losses(model, batch: Batch, cfg: TrainConfig, gen: torch.Generator) -> dict[
     return {"loss": diffusion_loss + cfg.ar_weight * ar_loss, "diffusion": diffusion_loss, "ar": ar_loss}
 
 
+def optimizer_step(model, optimizer: torch.optim.Optimizer, loss: torch.Tensor, clip: float) -> None:
+    """Backward `loss`, clip the gradient norm to `clip`, and step."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+    optimizer.step()
+
+
 def make_optimizer(model, cfg: TrainConfig) -> torch.optim.Optimizer:
     """Adam(0.95, 0.99) with decoupled weight decay on matrices only (norms and scales excluded)."""
     params = {id(p): p for p in model.parameters() if p.requires_grad}.values()
@@ -364,10 +372,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> dict:
             group["lr"] = lr_at(step, cfg, time.time() - t0)
         gen = torch.Generator().manual_seed(step_seed(cfg, step))
         parts = losses(model, batches(step), cfg, gen)
-        optimizer.zero_grad(set_to_none=True)
-        parts["loss"].backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
-        optimizer.step()
+        optimizer_step(model, optimizer, parts["loss"], cfg.clip)
         metrics = {k: round(v.item(), 4) for k, v in parts.items()}
         bar.set_postfix(metrics, refresh=False)
         done = step + 1
