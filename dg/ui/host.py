@@ -7,7 +7,8 @@ every run of every session over a pipe, one request at a time: open a run (dg.sa
 inputs moved to the model's device there), its next record, close it, and Learn's one-pass prediction.
 The app's process keeps the line, the turns, the budgets, the sessions and the drawing (dg.ui.turns,
 dg.ui.runs): a live run's thread asks the child for one record per turn. Between requests the child
-makes each open run's next record ahead, so the model works while the app draws (`_Run`); and
+makes each open run's next records ahead (up to `AHEAD`), so the model works while the app draws
+(`_Run`); and
 `python app.py` makes its own threads nicer than the child (`ModelHost.yield_cpu`), so on busy cores the
 drawing waits for the sampler.
 
@@ -37,6 +38,7 @@ import pickle
 import signal
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 
 import torch
@@ -55,6 +57,9 @@ CLOSE_S = 10.0  # a closed child gets this long to exit before it is terminated
 # the app's threads run this much nicer than the model process: when the cores are all busy (a laptop,
 # many viewers), drawing frames waits for the sampler, not the other way round
 APP_NICE = 5
+# records the child makes ahead per open run: enough to ride out the app's slower moments (a frame drawn,
+# a garbage collection) at the price of at most this many steps computed for nothing when a run is stopped
+AHEAD = 4
 LOG = logging.getLogger("dg.ui")
 
 
@@ -77,18 +82,20 @@ class HostInfo:
 # -- the child ---------------------------------------------------------------------------------------
 class _Run:
     """One run in the child: its record generator, its cancel event, its RNG state (a Ticket's) and the
-    record made ahead of its request, if any.
+    records made ahead of their requests (at most `AHEAD` of them).
 
-    While no request waits on the pipe, the child makes each open run's next record ahead of time, so the
-    model does not idle while the app draws the last one. A step (or AR token) made ahead is dropped when
-    the request that asks for it says the run was stopped: the run then ends as it would have, "cancelled"
-    before that step, with the same records and counts (the cancel check sits before each step). Records
-    that come whatever the stop (a canvas's commit, the end of a finished run) are delivered as made.
+    While no request waits on the pipe, the child makes each open run's next records ahead of time, so
+    the model does not idle while the app draws the last one or is slow to ask for the next. A step (or
+    AR token) made ahead is dropped, with every record made after it, when the request that asks for it
+    says the run was stopped: the run then ends as it would have, "cancelled" before that step, with the
+    same records and counts (the cancel check sits before each step). Records that come whatever the
+    stop (a canvas's commit, the end of a finished run) are delivered as made.
     """
 
     def __init__(self, records, cancel: threading.Event, seed: int | None):
         self.records, self.cancel, self.rng = records, cancel, Ticket(seed, cancel)
-        self.ahead: tuple | None = None  # (record or None at the end,) or (None, the exception it raised)
+        # each made record as (record or None at the end,) or (None, the exception it raised)
+        self.ahead: deque[tuple] = deque()
         self.delivered, self.clock, self.finished = 0, time.perf_counter(), False
 
     def _make(self):
@@ -99,25 +106,32 @@ class _Run:
             self.rng.save_rng()
 
     def wants_ahead(self) -> bool:
-        return self.ahead is None and not self.finished and not self.cancel.is_set()
+        if self.finished or self.cancel.is_set() or len(self.ahead) >= AHEAD:
+            return False
+        if not self.ahead:
+            return True
+        last = self.ahead[-1]
+        return len(last) == 1 and last[0] is not None and last[0].kind != "end"  # the generator goes on
 
     def make_ahead(self) -> None:
         try:
-            self.ahead = (self._make(),)
+            self.ahead.append((self._make(),))
         except Exception as err:  # the run's own failure: raised when its record is asked for
-            self.ahead = (None, err)
+            self.ahead.append((None, err))
 
     def next(self, cancelled: bool):
         if cancelled:
             self.cancel.set()  # the generator ends with its "cancelled" RunEnd between two steps
-        if self.ahead is None:
+        cancelled = self.cancel.is_set()  # stopped by this request or an earlier one
+        if not self.ahead:
             record = self._make()
         else:
-            made, self.ahead = self.ahead, None
+            made = self.ahead.popleft()
             if len(made) == 2:
                 raise made[1]
             record = made[0]
             if cancelled and record is not None and record.kind in ("step", "token"):
+                self.ahead.clear()
                 record = self._ended_before(record)
         if record is None or record.kind == "end":
             self.finished = True
@@ -180,11 +194,14 @@ def _failure(err: BaseException) -> tuple:
 
 
 def _work_ahead(conn, runs: dict) -> None:
-    """Until a request arrives, make the next record of each open run that has none made yet."""
-    for run in list(runs.values()):
-        if conn.poll(0):
+    """Until a request arrives, make the open runs' next records, one per run in turn, up to `AHEAD` each."""
+    while True:
+        waiting = [run for run in list(runs.values()) if run.wants_ahead()]
+        if not waiting:
             return
-        if run.wants_ahead():
+        for run in waiting:
+            if conn.poll(0):
+                return
             run.make_ahead()
 
 

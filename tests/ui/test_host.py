@@ -17,13 +17,14 @@ import torch
 from gradio_client import Client
 
 from dg.ar import generate_ar
+from dg.loading import share_cpu
 from dg.noise import denoise_once
 from dg.prompts import build_inputs
 from dg.sampler import generate_diffusion
 from dg.trace import Trace
 from dg.ui import runs as live
 from dg.ui.app import serve
-from dg.ui.host import ModelHost, _Run, load_hosted, records as run_records
+from dg.ui.host import AHEAD, ModelHost, _Run, load_hosted, records as run_records
 from dg.ui.turns import Budget, Ticket, Turns
 
 PROMPT = "What is 12 + 30?"
@@ -134,24 +135,27 @@ def test_stop_mid_run_ends_it_cancelled_and_keeps_the_steps_it_made(hosted, load
     assert argmaxes(run.trace.steps) == argmaxes(solo.steps)[:len(run.trace.steps)]
 
 
-@pytest.mark.parametrize("kind", ["diffusion", "ar"])
-def test_a_step_made_ahead_is_dropped_when_its_request_stops_the_run(loaded, long_config, inputs, kind):
-    """The child makes a run's next record before it is asked for; a stop in that request ends the run
-    exactly where a run without the record made ahead ends: same records, same counts."""
+@pytest.mark.parametrize("kind, made", [("diffusion", 1), ("diffusion", AHEAD), ("ar", 1), ("ar", AHEAD)])
+def test_steps_made_ahead_are_dropped_when_their_request_stops_the_run(loaded, long_config, inputs, kind, made):
+    """The child makes a run's next records before they are asked for (at most `AHEAD`); a stop in the
+    request for the first ends the run exactly where a run without records made ahead ends: same records,
+    same counts, and nothing made ahead comes after the end."""
     options = long_config if kind == "diffusion" else 24
 
-    def run_until_stop(ahead: bool) -> list:
+    def run_until_stop(ahead: int) -> list:
         cancel = threading.Event()
         run = _Run(run_records(loaded, kind, inputs, options, cancel), cancel, seed=3)
         got = [run.next(False) for _ in range(4)]  # RunStart and three steps (or tokens)
-        if ahead:
+        for _ in range(ahead):
             assert run.wants_ahead()
             run.make_ahead()
-            assert run.ahead[0].kind in ("step", "token") and not run.wants_ahead()
+        assert len(run.ahead) == ahead and run.wants_ahead() == (ahead < AHEAD)
+        assert all(m[0].kind in ("step", "token") for m in run.ahead)
         got.append(run.next(True))
+        assert not run.ahead and not run.wants_ahead()
         return got
 
-    plain, ahead = run_until_stop(False), run_until_stop(True)
+    plain, ahead = run_until_stop(0), run_until_stop(made)
     for got in (plain, ahead):
         assert [r.kind for r in got][-1] == "end" and got[-1].finish_reason == "cancelled"
     assert [r.kind for r in ahead] == [r.kind for r in plain]
@@ -159,6 +163,25 @@ def test_a_step_made_ahead_is_dropped_when_its_request_stops_the_run(loaded, lon
             == (plain[-1].encoder_forwards, plain[-1].decoder_forwards))
     ids = (lambda r: r.argmax.tolist()) if kind == "diffusion" else (lambda r: r.token_id)
     assert [ids(r) for r in ahead[1:-1]] == [ids(r) for r in plain[1:-1]]
+
+
+def test_records_made_ahead_to_the_end_of_a_run_are_its_records_and_nothing_after_them(loaded, config, inputs):
+    """Made ahead as far as the child wants, then asked for: the records of a run never made ahead, then
+    the end; nothing is made past the end."""
+    def records(ahead: bool) -> list:
+        cancel = threading.Event()
+        run, got = _Run(run_records(loaded, "diffusion", inputs, config, cancel), cancel, seed=5), []
+        while not run.finished:
+            while ahead and run.wants_ahead():
+                run.make_ahead()
+            assert len(run.ahead) <= AHEAD
+            got.append(run.next(False))
+        assert not run.ahead and not run.wants_ahead()
+        return got
+
+    plain, ahead = records(False), records(True)
+    assert [r.kind for r in ahead] == [r.kind for r in plain] and ahead[-1].kind == "end"
+    assert argmaxes(ahead) == argmaxes(plain) and ahead[-1].finish_reason == plain[-1].finish_reason
 
 
 def test_ar_through_the_worker_makes_the_tokens_of_headless_ar(hosted, loaded, inputs):
@@ -170,8 +193,13 @@ def test_ar_through_the_worker_makes_the_tokens_of_headless_ar(hosted, loaded, i
 
 
 def test_learn_s_prediction_through_the_worker_equals_the_in_process_one(hosted, loaded):
-    canvas = [5, 9, 200, 3, 77]
-    assert hosted.host.denoise(PROMPT, canvas) == denoise_once(loaded.model, loaded.processor, PROMPT, canvas)
+    canvas, threads = [5, 9, 200, 3, 77], torch.get_num_threads()
+    share_cpu(loaded.device)  # the app's thread count, in-process as in the worker: the same float sums
+    try:
+        expected = denoise_once(loaded.model, loaded.processor, PROMPT, canvas)
+    finally:
+        torch.set_num_threads(threads)
+    assert hosted.host.denoise(PROMPT, canvas) == expected
 
 
 def test_a_killed_worker_is_a_run_error_that_keeps_the_partial_trace_and_the_next_run_starts_a_fresh_one(
