@@ -62,9 +62,10 @@ def test_sampler_matches_generate_with_eos_inside_a_canvas(processor, thinking):
     inputs = build_inputs(processor, "Describe the picture.", thinking=thinking)
     config = SamplerConfig.from_generation_config(
         model.generation_config, max_denoising_steps=8, max_new_tokens=64, backend="torch", end_on_pad_canvas=False)
-    # a seed whose free run reaches canvas 2 (the random weights depend on the test tokenizer's corpus)
+    # a seed whose free run reaches canvas 2 and writes there a token it has not written before (the
+    # random weights depend on the test tokenizer's corpus)
     seed, free = next((s, ids) for s in range(1, 50) for ids in [dg_ids(model, inputs, config, seed=s)[0]]
-                      if len(ids) > 16 + 5)
+                      if len(ids) > 16 + 5 and ids[16 + 5] not in ids[:16 + 5])
     # Declare a token the model writes mid-way through canvas 2 as EOS, so generation must stop there.
     eos = free[16 + 5]
     model.generation_config.eos_token_id = [eos]
