@@ -2,10 +2,12 @@
 
 Five skills, each chosen to show one thing about diffusion decoding:
 - sudoku:     4×4 grid, 4–8 blanks, unique solution: bidirectional refinement fills cells in any order.
-- arithmetic: 3–4 digit addition; thinking mode first writes a fixed-shape trace in three passes over
-              the columns (sums, carries, digits written; 4-digit traces span two canvases), so the
-              answer follows from tokens the canvas has already settled. (The shipped model answers
-              these sums about as often right without the trace: see its model card.)
+- arithmetic: addition of two 3-, 4- or 5-digit numbers (each operand's digit count drawn first,
+              equally likely); thinking mode first writes a fixed-shape trace in three passes over
+              the columns (sums, carries, digits written; 4- and 5-digit traces span two canvases),
+              so the answer follows from tokens the canvas has already settled. The longer the
+              sum, the more a direct answer must carry in one go: the eval measures thinking on
+              against off per digit count.
 - picture:    1–4 coloured shapes drawn with PIL, one question about them, answered in a sentence
               (image → encoder only).
 - json:       a sentence → a JSON record of 4–5 fields (32–45 tokens): long, fully determined, copied
@@ -15,8 +17,8 @@ Five skills, each chosen to show one thing about diffusion decoding:
 
 Every answer is a function of the prompt (and image), so a tiny model can reach ≥ 90 % accuracy.
 `LONG_SKILLS` have answers of ≥ 32 tokens (with thinking on, the arithmetic reply is that long too);
-every reply fits one 64-token canvas except thinking-mode arithmetic on 4-digit numbers, which spans
-two, so the block-wise commits of the sampler show.
+every reply fits one 64-token canvas except thinking-mode arithmetic on 4- and 5-digit numbers, which
+spans two, so the block-wise commits of the sampler show.
 `Example.thought` is non-empty exactly when the example is in thinking mode.
 
 Preview: `python -m dg.tiny.skills --seed 0 --n 5` (add `--save-images DIR` to write the pictures).
@@ -137,7 +139,12 @@ def _sudoku(rng: random.Random) -> tuple[str, str]:
 # --- arithmetic -------------------------------------------------------------------------------
 
 _ADD_TEMPLATES = ("What is {a} + {b}?", "Compute {a} + {b}.", "Add {a} and {b}.")
-_ADD_RANGE = (100, 9999)
+ADD_DIGITS = (3, 4, 5)  # each operand's digit count, drawn first, equally likely
+
+
+def _operand(rng: random.Random, digits: int | None = None) -> int:
+    digits = rng.choice(ADD_DIGITS) if digits is None else digits
+    return rng.randint(10 ** (digits - 1), 10 ** digits - 1)
 
 
 def addition_trace(a: int, b: int) -> str:
@@ -165,8 +172,8 @@ def addition_trace(a: int, b: int) -> str:
             f"answer {a + b}")
 
 
-def _arithmetic(rng: random.Random, thinking: bool) -> tuple[str, str, str]:
-    a, b = rng.randint(*_ADD_RANGE), rng.randint(*_ADD_RANGE)
+def _arithmetic(rng: random.Random, thinking: bool, digits: int | None = None) -> tuple[str, str, str]:
+    a, b = _operand(rng, digits), _operand(rng, digits)
     prompt = rng.choice(_ADD_TEMPLATES).format(a=a, b=b)
     return prompt, str(a + b), addition_trace(a, b) if thinking else ""
 
@@ -249,6 +256,14 @@ def make_example(skill: str, rng: random.Random, *, thinking: bool = False) -> E
     else:
         prompt, answer = _story(rng)
     return Example(skill, prompt, answer, thought, image, target=answer)
+
+
+def addition_example(rng: random.Random, digits: int, *, thinking: bool) -> Example:
+    """A sum of two `digits`-digit numbers: the eval's arithmetic rows by difficulty."""
+    if digits < 1:
+        raise ValueError(f"digits must be >= 1, got {digits}")
+    prompt, answer, thought = _arithmetic(rng, thinking, digits)
+    return Example("arithmetic", prompt, answer, thought, None, target=answer)
 
 
 def _iter_examples(seed: int, n: int, skills: tuple[str, ...]) -> Iterator[Example]:

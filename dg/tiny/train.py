@@ -167,7 +167,7 @@ def pool_batches(cfg: TrainConfig, pool: int, processor) -> list[Batch]:
     length (prompt + reply) and cut into batches, in an order drawn from the pool's seed.
 
     The encoder pass pads every sequence of a batch to the longest, and lengths run from ~40 tokens (a
-    sudoku) to ~115 (a picture's soft tokens, a 4-digit trace): batches of like lengths carry less pad.
+    sudoku) to ~130 (a picture's soft tokens, a 5-digit trace): batches of like lengths carry less pad.
     The stream's examples and mix are unchanged; only which examples share a batch is.
     """
     first = pool * cfg.bucket

@@ -3,14 +3,17 @@
 import json
 import random
 import re
+from collections import Counter
 
 import pytest
 
 from dg.tiny import pictures
 from dg.tiny.skills import (
+    ADD_DIGITS,
     LONG_SKILLS,
     SKILLS,
     THINKING_SKILLS,
+    addition_example,
     addition_trace,
     corpus,
     count_solutions,
@@ -143,9 +146,28 @@ def test_the_trace_length_follows_from_the_prompt_alone(processor):
 def test_arithmetic_answer_is_the_sum_and_the_thought_ends_with_it(examples):
     for e in of(examples, "arithmetic"):
         a, b = map(int, re.findall(r"\d+", e.prompt))
-        assert 100 <= a <= 9999 and 100 <= b <= 9999
+        assert len(str(a)) in ADD_DIGITS and len(str(b)) in ADD_DIGITS
         assert e.answer == str(a + b)
         assert not e.thought or e.thought.endswith(f"answer {a + b}")
+
+
+def test_each_operand_digit_count_is_drawn_equally_often():
+    counts = Counter(len(n) for e in sample_examples(5, 3000, skills=("arithmetic",))
+                     for n in re.findall(r"\d+", e.prompt))
+    assert set(counts) == set(ADD_DIGITS)
+    assert all(abs(c / sum(counts.values()) - 1 / len(ADD_DIGITS)) < 0.03 for c in counts.values()), counts
+
+
+@pytest.mark.parametrize("digits", ADD_DIGITS)
+def test_an_addition_example_has_two_operands_of_the_asked_digit_count(digits):
+    rng = random.Random(0)
+    for thinking in (True, False, True):
+        e = addition_example(rng, digits, thinking=thinking)
+        a, b = map(int, re.findall(r"\d+", e.prompt))
+        assert len(str(a)) == len(str(b)) == digits and e.target == str(a + b)
+        assert bool(e.thought) == thinking and score(e, str(a + b)) and not score(e, str(a + b + 1))
+    with pytest.raises(ValueError, match="digits"):
+        addition_example(rng, 0, thinking=False)
 
 
 def read_scene(image) -> tuple[pictures.Shape, ...]:
