@@ -1,6 +1,6 @@
 """Where diffusion arithmetic goes wrong: per-column diagnostics of the decoder's carry traces.
 
-Two measures on held-out thinking-mode additions (seeds from `PROBE_SEED_BASE`, far from training's):
+Two measures on held-out thinking-mode additions of two numbers (seeds from `PROBE_SEED_BASE`, far from training's):
 
 - **columns**: run the entropy-bound sampler (the checkpoint's generation config, seed 0 per problem)
   and read its trace column by column (`x+y=ss; ...; carry c c ...; write w w ...`): how often the
@@ -42,7 +42,9 @@ NOT_A_DIGIT = "▁carry"  # a token of the trace that never stands where a digit
 
 
 def problem(i: int) -> skills.Example:
-    return skills.make_example("arithmetic", random.Random(PROBE_SEED_BASE + i), thinking=True)
+    """A held-out sum of two numbers (one trace: one pass of columns, carries and digits to read)."""
+    rng = random.Random(PROBE_SEED_BASE + i)
+    return skills.addition_example(rng, rng.choice(skills.ADD_DIGITS), thinking=True)
 
 
 def _digits(pattern: re.Pattern, text: str) -> list[int]:
@@ -85,6 +87,7 @@ def repair(loaded, n: int) -> dict:
     for i in range(n):
         ex = problem(i)
         canvas = encode_example(ex, loaded.processor).reply_ids[:length]
+        canvas += [tok.pad_token_id] * (length - len(canvas))  # a short reply's canvas ends in pad, as in training
         pieces = tok.convert_ids_to_tokens(canvas)
         inputs = build_inputs(loaded.processor, ex.prompt, thinking=True)
         for eq in [j for j, p in enumerate(pieces) if p == "="][1:3]:  # columns 2 and 3, inside the first canvas

@@ -2,12 +2,14 @@
 
 Five skills, each chosen to show one thing about diffusion decoding:
 - sudoku:     4×4 grid, 4–8 blanks, unique solution: bidirectional refinement fills cells in any order.
-- arithmetic: addition of two 3-, 4- or 5-digit numbers (each operand's digit count drawn first,
+- arithmetic: a sum of two numbers of 3, 4 or 5 digits (each operand's digit count drawn first,
               equally likely); thinking mode first writes a fixed-shape trace in three passes over
               the columns (sums, carries, digits written; 4- and 5-digit traces span two canvases),
-              so the answer follows from tokens the canvas has already settled. The longer the
-              sum, the more a direct answer must carry in one go: the eval measures thinking on
-              against off per digit count.
+              so the answer follows from tokens the canvas has already settled. The generator and
+              the trace also take more terms (`ADD_TERMS`; three as two additions in a row, the
+              second adding the third term to the first's answer, up to three canvases), where a
+              direct answer has to do every addition at once; the shipped model is trained on two.
+              The eval measures thinking on against off per count of terms and digits.
 - picture:    1–4 coloured shapes drawn with PIL, one question about them, answered in a sentence
               (image → encoder only).
 - json:       a sentence → a JSON record of 4–5 fields (32–45 tokens): long, fully determined, copied
@@ -138,8 +140,9 @@ def _sudoku(rng: random.Random) -> tuple[str, str]:
 
 # --- arithmetic -------------------------------------------------------------------------------
 
-_ADD_TEMPLATES = ("What is {a} + {b}?", "Compute {a} + {b}.", "Add {a} and {b}.")
-ADD_DIGITS = (3, 4, 5)  # each operand's digit count, drawn first, equally likely
+_ADD_TEMPLATES = ("What is {sum}?", "Compute {sum}.", "Add {list}.")
+ADD_TERMS = (2,)  # how many numbers a sum adds, drawn first when more than one, equally likely
+ADD_DIGITS = (3, 4, 5)  # then each operand's digit count, equally likely
 
 
 def _operand(rng: random.Random, digits: int | None = None) -> int:
@@ -147,11 +150,19 @@ def _operand(rng: random.Random, digits: int | None = None) -> int:
     return rng.randint(10 ** (digits - 1), 10 ** digits - 1)
 
 
-def addition_trace(a: int, b: int) -> str:
-    """'7+6=13; 8+5=13; 4+3=07; carry 0 1 1 0; write 3 4 8; answer 843'.
+def addition_prompt(template: str, terms: tuple[int, ...]) -> str:
+    """'What is 12 + 34 + 56?', 'Add 12, 34 and 56.': one of `_ADD_TEMPLATES` filled with the terms."""
+    listed = ", ".join(map(str, terms[:-1])) + f" and {terms[-1]}"
+    return template.format(sum=" + ".join(map(str, terms)), list=listed)
 
-    Three passes over the columns, ones first, as many columns as the longer operand has digits:
-    - each column's two-digit sum of its digits, a function of the prompt alone;
+
+def addition_trace(*terms: int) -> str:
+    """'7+6=13; 8+5=13; 4+3=07; carry 0 1 1 0; write 3 4 8; answer 843' for 487 + 356.
+
+    Two terms: three passes over the columns, ones first, as many columns as the longer operand has
+    digits:
+    - each column's two-digit sum of its two digits (0 past the shorter operand's end), a function
+      of the prompt alone;
     - the carry into each column and out of the last one: 1 after a sum of 10 or more, or after a 9
       with a carry in; otherwise 0 (the first is always 0);
     - the digit written in each column: the ones of its sum plus its carry in;
@@ -159,7 +170,22 @@ def addition_trace(a: int, b: int) -> str:
     Every token depends on a few tokens at fixed places (only a run of 9s chains carries), so a canvas
     can settle pass by pass, most positions in parallel, and the trace's length follows from the
     prompt alone.
+
+    More terms: one such trace per addition, left to right, each adding the next term to the answer
+    of the one before (`…; answer 843; 3+9=12; 4+9=13; …; answer 1842` for 487 + 356 + 999). The second
+    addition reads an operand the first one wrote, so its digits exist only once the first has
+    settled: a direct answer has to do both additions in the one canvas it refines.
     """
+    if len(terms) < 2:
+        raise ValueError(f"an addition needs at least two terms, got {terms!r}")
+    steps, total = [], terms[0]
+    for term in terms[1:]:
+        steps.append(_two_term_trace(total, term))
+        total += term
+    return "; ".join(steps)
+
+
+def _two_term_trace(a: int, b: int) -> str:
     width = max(len(str(a)), len(str(b)))
     da, db = str(a).zfill(width)[::-1], str(b).zfill(width)[::-1]
     sums = [int(x) + int(y) for x, y in zip(da, db)]
@@ -172,10 +198,13 @@ def addition_trace(a: int, b: int) -> str:
             f"answer {a + b}")
 
 
-def _arithmetic(rng: random.Random, thinking: bool, digits: int | None = None) -> tuple[str, str, str]:
-    a, b = _operand(rng, digits), _operand(rng, digits)
-    prompt = rng.choice(_ADD_TEMPLATES).format(a=a, b=b)
-    return prompt, str(a + b), addition_trace(a, b) if thinking else ""
+def _arithmetic(rng: random.Random, thinking: bool, digits: int | None = None,
+                terms: int | None = None) -> tuple[str, str, str]:
+    if terms is None:  # a single count spends no draw, so two-term streams are those of the 2-term skill
+        terms = rng.choice(ADD_TERMS) if len(ADD_TERMS) > 1 else ADD_TERMS[0]
+    numbers = tuple(_operand(rng, digits) for _ in range(terms))
+    prompt = addition_prompt(rng.choice(_ADD_TEMPLATES), numbers)
+    return prompt, str(sum(numbers)), addition_trace(*numbers) if thinking else ""
 
 
 # --- json -------------------------------------------------------------------------------------
@@ -258,11 +287,13 @@ def make_example(skill: str, rng: random.Random, *, thinking: bool = False) -> E
     return Example(skill, prompt, answer, thought, image, target=answer)
 
 
-def addition_example(rng: random.Random, digits: int, *, thinking: bool) -> Example:
-    """A sum of two `digits`-digit numbers: the eval's arithmetic rows by difficulty."""
+def addition_example(rng: random.Random, digits: int, *, thinking: bool, terms: int = 2) -> Example:
+    """A sum of `terms` numbers of `digits` digits each: the eval's arithmetic rows by difficulty."""
     if digits < 1:
         raise ValueError(f"digits must be >= 1, got {digits}")
-    prompt, answer, thought = _arithmetic(rng, thinking, digits)
+    if terms < 2:
+        raise ValueError(f"terms must be >= 2, got {terms}")
+    prompt, answer, thought = _arithmetic(rng, thinking, digits, terms)
     return Example("arithmetic", prompt, answer, thought, None, target=answer)
 
 

@@ -71,21 +71,30 @@ def test_eval_reports_every_skill_in_both_modes(loaded):
         assert 0 <= stats["diffusion_acc"] <= 1 and 0 <= stats["ar_acc"] <= 1
         assert stats["tpf"] > 0 and 1 <= stats["effective_steps"] <= 48
     assert set(result["arithmetic_thinking"]) >= {"on", "off"}
-    # one row per trained digit count, each sum answered with thinking on and off
-    assert list(result["arithmetic_by_digits"]) == [str(d) for d in skills.ADD_DIGITS]
-    for row in result["arithmetic_by_digits"].values():
+    # one row per trained count of terms and digits, each sum answered with thinking on and off
+    rows = result["arithmetic_rows"]
+    assert list(rows) == [f"{t}x{d}" for t in skills.ADD_TERMS for d in skills.ADD_DIGITS]
+    for row in rows.values():
         assert row["n"] == 1 and 0 <= row["on"] <= 1 and 0 <= row["off"] <= 1 and row["tpf_on"] > 0
 
 
-def test_the_thinking_gain_target_is_measured_on_the_longest_sums():
-    rows = {"3": {"n": 4, "on": 1.0, "off": 0.25, "tpf_on": 9.0}, "5": {"n": 4, "on": 0.75, "off": 0.75, "tpf_on": 9.0}}
+def row(terms, digits, n, on, off):
+    return {"terms": terms, "digits": digits, "n": n, "on": on, "off": off, "tpf_on": 9.0}
+
+
+def test_the_thinking_gain_target_is_measured_on_the_sums_of_the_most_terms():
+    rows = {"2x3": row(2, 3, 4, 1.0, 0.0), "3x3": row(3, 3, 4, 1.0, 0.75), "3x5": row(3, 5, 4, 0.75, 0.75)}
     result = {"skills": {}, "arithmetic_thinking": {"on": 1.0, "off": 0.0, "n": 4}, "mean_tpf": 9.0,
-              "arithmetic_by_digits": rows}
-    assert tiny_eval.targets(result)["thinking_gain>=20%"] is False  # 3-digit's +75 points don't count
-    rows["5"]["off"] = 0.5
+              "arithmetic_rows": rows}
+    gain = tiny_eval.thinking_gain(rows)
+    assert (gain["terms"], gain["n"]) == (3, 8) and gain["gain"] == pytest.approx(0.125)
+    assert tiny_eval.targets(result)["thinking_gain>=20%"] is False  # two terms' +100 points don't count
+    rows["3x5"]["off"] = 0.5
+    assert tiny_eval.thinking_gain(rows)["gain"] == pytest.approx(0.25)
     assert tiny_eval.targets(result)["thinking_gain>=20%"] is True
-    assert "| 5-digit numbers | 4 | 75% | 50% | +25% | 9.00 |" in tiny_eval.table(
-        {**result, "mean_diffusion_acc": 1.0, "targets": tiny_eval.targets(result)})
+    text = tiny_eval.table({**result, "mean_diffusion_acc": 1.0, "targets": tiny_eval.targets(result)})
+    assert "| three 5-digit numbers | 4 | 75% | 50% | +25% | 9.00 |" in text
+    assert "Sums of three numbers, all digit counts (8 problems): thinking on 88%, off 62%, gain +25%" in text
 
 
 def test_eval_is_deterministic_in_its_seed(loaded):
@@ -99,7 +108,7 @@ def test_the_json_flag_prints_one_json_object(monkeypatch, capsys):
     tiny_eval.main()
     result = json.loads(capsys.readouterr().out)
     assert set(result["skills"]) == {"story"} and "arithmetic_thinking" in result
-    assert result["arithmetic_by_digits"] == {}  # no arithmetic asked for, no rows
+    assert result["arithmetic_rows"] == {}  # no arithmetic asked for, no rows
 
 
 @pytest.mark.parametrize("field, value", [("n", 0), ("seed", -1), ("threads", 0), ("skills", ("poetry",))])

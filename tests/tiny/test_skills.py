@@ -7,13 +7,15 @@ from collections import Counter
 
 import pytest
 
-from dg.tiny import pictures
+from dg.tiny import pictures, skills
 from dg.tiny.skills import (
     ADD_DIGITS,
+    ADD_TERMS,
     LONG_SKILLS,
     SKILLS,
     THINKING_SKILLS,
     addition_example,
+    addition_prompt,
     addition_trace,
     corpus,
     count_solutions,
@@ -126,12 +128,27 @@ def test_addition_trace_writes_sums_then_carries_then_digits():
     assert addition_trace(9999, 1) == "9+1=10; 9+0=09; 9+0=09; 9+0=09; carry 0 1 1 1 1; write 0 0 0 0; answer 10000"
 
 
+def test_a_sum_of_three_numbers_is_two_additions_the_second_reading_the_first_ones_answer():
+    assert addition_trace(487, 356, 999) == ("7+6=13; 8+5=13; 4+3=07; carry 0 1 1 0; write 3 4 8; answer 843; "
+                                             "3+9=12; 4+9=13; 8+9=17; carry 0 1 1 1; write 2 4 8; answer 1842")
+    assert addition_trace(12345, 67, 8) == (addition_trace(12345, 67) + "; " + addition_trace(12412, 8))
+    with pytest.raises(ValueError, match="two terms"):
+        addition_trace(5)
+
+
+def test_addition_prompts_list_every_term():
+    assert addition_prompt("What is {sum}?", (12, 345, 6789)) == "What is 12 + 345 + 6789?"
+    assert addition_prompt("Add {list}.", (12, 345, 6789)) == "Add 12, 345 and 6789."
+    assert addition_prompt("Add {list}.", (487, 356)) == "Add 487 and 356."
+
+
 def test_the_answer_is_the_last_carry_then_the_written_digits_backwards():
-    for a, b in [(100, 100), (999, 1), (4821, 377), (5555, 4445), (123, 9876), (9999, 9999)]:
-        trace = addition_trace(a, b)
-        carries = trace.split("carry ")[1].split(";")[0].split()
-        written = trace.split("write ")[1].split(";")[0].split()
-        assert ("1" if carries[-1] == "1" else "") + "".join(reversed(written)) == str(a + b)
+    for terms in [(100, 100), (999, 1), (4821, 377), (5555, 4445), (123, 9876), (9999, 9999), (999, 999, 999),
+                  (12345, 67, 8), (50000, 50000, 5)]:
+        last = addition_trace(*terms).split("; answer ")[-2]  # the last addition's passes
+        carries = last.split("carry ")[1].split(";")[0].split()
+        written = last.split("write ")[1].split(";")[0].split()
+        assert ("1" if carries[-1] == "1" else "") + "".join(reversed(written)) == str(sum(terms))
 
 
 def test_the_trace_length_follows_from_the_prompt_alone(processor):
@@ -145,10 +162,32 @@ def test_the_trace_length_follows_from_the_prompt_alone(processor):
 
 def test_arithmetic_answer_is_the_sum_and_the_thought_ends_with_it(examples):
     for e in of(examples, "arithmetic"):
-        a, b = map(int, re.findall(r"\d+", e.prompt))
-        assert len(str(a)) in ADD_DIGITS and len(str(b)) in ADD_DIGITS
-        assert e.answer == str(a + b)
-        assert not e.thought or e.thought.endswith(f"answer {a + b}")
+        terms = list(map(int, re.findall(r"\d+", e.prompt)))
+        assert len(terms) in ADD_TERMS and all(len(str(t)) in ADD_DIGITS for t in terms)
+        assert e.answer == str(sum(terms))
+        assert not e.thought or e.thought.endswith(f"answer {sum(terms)}")
+
+
+def test_with_more_counts_of_terms_each_is_drawn_equally_often(monkeypatch):
+    monkeypatch.setattr(skills, "ADD_TERMS", (2, 3))
+    drawn = sample_examples(5, 3000, skills=("arithmetic",))
+    counts = Counter(len(re.findall(r"\d+", e.prompt)) for e in drawn)
+    assert set(counts) == {2, 3} and all(abs(c / 3000 - 1 / 2) < 0.03 for c in counts.values()), counts
+    three = next(e for e in drawn if e.thought and len(re.findall(r"\d+", e.prompt)) == 3)
+    assert three.thought.count("; answer ") == 2 and three.thought.endswith(f"answer {three.answer}")
+
+
+def test_a_single_count_of_terms_spends_no_draw():
+    """The shipped two-term skill draws exactly what it drew before sums of more terms existed."""
+    assert ADD_TERMS == (2,)
+    example = make_example("arithmetic", random.Random(11), thinking=True)
+    rng = random.Random(11)  # two operands (digit count, then the number), then the template
+    numbers = []
+    for _ in range(2):
+        digits = rng.choice(ADD_DIGITS)
+        numbers.append(rng.randint(10 ** (digits - 1), 10 ** digits - 1))
+    template = rng.choice(("What is {} + {}?", "Compute {} + {}.", "Add {} and {}."))
+    assert example.prompt == template.format(*numbers)
 
 
 def test_each_operand_digit_count_is_drawn_equally_often():
@@ -158,16 +197,20 @@ def test_each_operand_digit_count_is_drawn_equally_often():
     assert all(abs(c / sum(counts.values()) - 1 / len(ADD_DIGITS)) < 0.03 for c in counts.values()), counts
 
 
+@pytest.mark.parametrize("terms", (2, 3))
 @pytest.mark.parametrize("digits", ADD_DIGITS)
-def test_an_addition_example_has_two_operands_of_the_asked_digit_count(digits):
+def test_an_addition_example_has_the_asked_terms_and_digit_count(digits, terms):
     rng = random.Random(0)
     for thinking in (True, False, True):
-        e = addition_example(rng, digits, thinking=thinking)
-        a, b = map(int, re.findall(r"\d+", e.prompt))
-        assert len(str(a)) == len(str(b)) == digits and e.target == str(a + b)
-        assert bool(e.thought) == thinking and score(e, str(a + b)) and not score(e, str(a + b + 1))
+        e = addition_example(rng, digits, thinking=thinking, terms=terms)
+        numbers = list(map(int, re.findall(r"\d+", e.prompt)))
+        total = sum(numbers)
+        assert len(numbers) == terms and {len(str(t)) for t in numbers} == {digits} and e.target == str(total)
+        assert bool(e.thought) == thinking and score(e, str(total)) and not score(e, str(total + 1))
     with pytest.raises(ValueError, match="digits"):
         addition_example(rng, 0, thinking=False)
+    with pytest.raises(ValueError, match="terms"):
+        addition_example(rng, digits, thinking=False, terms=1)
 
 
 def read_scene(image) -> tuple[pictures.Shape, ...]:
