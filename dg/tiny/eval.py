@@ -12,7 +12,7 @@ together.
 Reported per skill: accuracy in both modes, TPF (report §3.4: generated tokens / (denoising steps +
 K − 1)), effective steps and NFE, and which of the embedded model's targets hold (`TARGETS`).
 
-    python -m dg.tiny.eval --seed 0 --n 100 [--model DIR] [--json]
+    python -m dg.tiny.eval --seed 0 --n 100 [--model DIR] [--add-terms 2,3] [--json]
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from dg.loading import check_vocab, load
 from dg.prompts import build_inputs, decode_reply
 from dg.sampler import generate_diffusion
 from dg.tiny import skills
+from dg.tiny.train import parse_counts
 
 THINKING_SKILL = "arithmetic"
 # What the embedded model is meant to reach (its model card reports each against these).
@@ -43,6 +44,7 @@ class EvalConfig:
     model: str | None = None  # None: the embedded checkpoint in assets/
     seed: int = 0
     n: int = 100
+    add_terms: tuple[int, ...] = skills.ADD_TERMS  # counts of terms of the additions (and of the rows)
     skills: tuple[str, ...] = skills.SKILLS
     ar: bool = True
     threads: int = 2
@@ -57,6 +59,7 @@ class EvalConfig:
         for s in self.skills:
             if s not in skills.SKILLS:
                 raise ValueError(f"unknown skill {s!r}; expected one of {skills.SKILLS}")
+        self.add_terms = skills.check_add_terms(self.add_terms)
 
 
 @dataclass
@@ -160,7 +163,7 @@ def evaluate(cfg: EvalConfig, loaded=None, progress=None) -> dict:
     torch.set_num_threads(cfg.threads)
     loaded = loaded or load(cfg.model)
     check_vocab(loaded.model, loaded.processor, exact=True)
-    examples = skills.sample_examples(cfg.seed, cfg.n, cfg.skills)
+    examples = skills.sample_examples(cfg.seed, cfg.n, cfg.skills, cfg.add_terms)
     tallies: dict[str, Tally] = defaultdict(Tally)
     thinking: dict[bool, list[bool]] = {True: [], False: []}
     seeds = random.Random(cfg.seed)
@@ -179,7 +182,7 @@ def evaluate(cfg: EvalConfig, loaded=None, progress=None) -> dict:
     by_size: dict[tuple[int, int], dict[bool, list[Outcome]]] = {}
     if THINKING_SKILL in cfg.skills:
         per_row = max(1, cfg.n // len(cfg.skills))
-        for terms in skills.ADD_TERMS:
+        for terms in cfg.add_terms:
             for digits in skills.ADD_DIGITS:
                 # string seeds: never a training stream's; two terms keep the draws reported since round 10
                 rng = random.Random(f"addition {cfg.seed} {digits}" + (f" {terms} terms" if terms != 2 else ""))
@@ -228,10 +231,13 @@ def main() -> None:
     parser.add_argument("--skill", action="append", choices=skills.SKILLS, help="repeatable; default all")
     parser.add_argument("--no-ar", action="store_true", help="skip the AR-mode pass")
     parser.add_argument("--threads", type=int, default=defaults.threads)
+    parser.add_argument("--add-terms", type=parse_counts, default=defaults.add_terms,
+                        help="counts of terms of the additions, e.g. 2,3 (default: the model's skill, "
+                             + ",".join(map(str, defaults.add_terms)) + ")")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     cfg = EvalConfig(model=args.model, seed=args.seed, n=args.n, skills=tuple(args.skill or skills.SKILLS),
-                     ar=not args.no_ar, threads=args.threads)
+                     ar=not args.no_ar, threads=args.threads, add_terms=args.add_terms)
 
     def show(i, ex, outcome):
         if not args.json and not outcome.correct:

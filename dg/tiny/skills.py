@@ -198,10 +198,19 @@ def _two_term_trace(a: int, b: int) -> str:
             f"answer {a + b}")
 
 
-def _arithmetic(rng: random.Random, thinking: bool, digits: int | None = None,
-                terms: int | None = None) -> tuple[str, str, str]:
+def check_add_terms(add_terms: Iterable[int]) -> tuple[int, ...]:
+    """`add_terms` as a tuple; a ValueError when it is empty or holds a count below two."""
+    add_terms = tuple(add_terms)
+    if not add_terms or any(not isinstance(t, int) or t < 2 for t in add_terms):
+        raise ValueError(f"add_terms must be counts of terms >= 2, got {add_terms!r}")
+    return add_terms
+
+
+def _arithmetic(rng: random.Random, thinking: bool, digits: int | None = None, terms: int | None = None,
+                add_terms: tuple[int, ...] | None = None) -> tuple[str, str, str]:
     if terms is None:  # a single count spends no draw, so two-term streams are those of the 2-term skill
-        terms = rng.choice(ADD_TERMS) if len(ADD_TERMS) > 1 else ADD_TERMS[0]
+        counts = ADD_TERMS if add_terms is None else add_terms
+        terms = rng.choice(counts) if len(counts) > 1 else counts[0]
     numbers = tuple(_operand(rng, digits) for _ in range(terms))
     prompt = addition_prompt(rng.choice(_ADD_TEMPLATES), numbers)
     return prompt, str(sum(numbers)), addition_trace(*numbers) if thinking else ""
@@ -268,14 +277,16 @@ def check_skills(skills: Iterable[str], what: str = "skills") -> tuple[str, ...]
     return skills
 
 
-def make_example(skill: str, rng: random.Random, *, thinking: bool = False) -> Example:
-    """One example of `skill` drawn from `rng`; `thinking` adds the trace where the skill has one."""
+def make_example(skill: str, rng: random.Random, *, thinking: bool = False,
+                 add_terms: tuple[int, ...] | None = None) -> Example:
+    """One example of `skill` drawn from `rng`; `thinking` adds the trace where the skill has one;
+    `add_terms` (default `ADD_TERMS`) are the counts of terms an addition draws from."""
     check_skills([skill])
     image, thought = None, ""
     if skill == "sudoku":
         prompt, answer = _sudoku(rng)
     elif skill == "arithmetic":
-        prompt, answer, thought = _arithmetic(rng, thinking)
+        prompt, answer, thought = _arithmetic(rng, thinking, add_terms=add_terms)
     elif skill == "picture":
         scene = pictures.random_scene(rng)
         image = pictures.render(scene)
@@ -297,19 +308,23 @@ def addition_example(rng: random.Random, digits: int, *, thinking: bool, terms: 
     return Example("arithmetic", prompt, answer, thought, None, target=answer)
 
 
-def _iter_examples(seed: int, n: int, skills: tuple[str, ...]) -> Iterator[Example]:
+def _iter_examples(seed: int, n: int, skills: tuple[str, ...],
+                   add_terms: tuple[int, ...] | None = None) -> Iterator[Example]:
     rng = random.Random(seed)
     for i in range(n):
         skill = skills[i % len(skills)]
         thinking = skill in THINKING_SKILLS and rng.random() < THINKING_P
-        yield make_example(skill, rng, thinking=thinking)
+        yield make_example(skill, rng, thinking=thinking, add_terms=add_terms)
 
 
-def sample_examples(seed: int, n: int, skills: Iterable[str] = SKILLS) -> list[Example]:
-    """n examples, deterministic in `seed`, round-robin over `skills`; thinking drawn per example."""
+def sample_examples(seed: int, n: int, skills: Iterable[str] = SKILLS,
+                    add_terms: Iterable[int] | None = None) -> list[Example]:
+    """n examples, deterministic in `seed`, round-robin over `skills`; thinking drawn per example;
+    additions of `add_terms` terms (default `ADD_TERMS`)."""
     if n <= 0:
         raise ValueError(f"n must be > 0, got {n}")
-    return list(_iter_examples(seed, n, check_skills(skills)))
+    terms = None if add_terms is None else check_add_terms(add_terms)
+    return list(_iter_examples(seed, n, check_skills(skills), terms))
 
 
 def _normalise(text: str) -> str:

@@ -86,6 +86,7 @@ class TrainConfig:
     threads: int = 1  # two OpenMP threads collapse whenever another process takes a core
     init: str | None = None  # continue from these saved weights (and their processor), fresh optimizer
     mix: tuple[str, ...] = SKILL_MIX  # round-robin over this tuple: a skill's share is its count in it
+    add_terms: tuple[int, ...] = skills.ADD_TERMS  # counts of terms an addition draws from
     model: TinyModelConfig = field(default_factory=TinyModelConfig)
 
     def __post_init__(self):
@@ -120,6 +121,7 @@ class TrainConfig:
         if self.threads <= 0:
             raise ValueError(f"threads must be > 0, got {self.threads}")
         skills.check_skills(self.mix, "mix")
+        self.add_terms = skills.check_add_terms(self.add_terms)
 
 
 def parse_mix(text: str) -> tuple[str, ...]:
@@ -134,6 +136,14 @@ def parse_mix(text: str) -> tuple[str, ...]:
     # interleave, so every stretch of the stream has each skill in proportion
     slots = sorted((k / n, i, name) for i, (name, n) in enumerate(mix) for k in range(n))
     return tuple(name for *_, name in slots)
+
+
+def parse_counts(text: str) -> tuple[int, ...]:
+    """'2,3' → (2, 3): counts of terms for --add-terms."""
+    try:
+        return skills.check_add_terms(int(part) for part in text.split(","))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected counts of terms >= 2 like 2,3, got {text!r}") from err
 
 
 def lr_at(step: int, cfg: TrainConfig, elapsed_s: float = 0.0) -> float:
@@ -159,7 +169,8 @@ def step_seed(cfg: TrainConfig, step: int) -> int:
 def examples_for_step(cfg: TrainConfig, step: int) -> list[skills.Example]:
     """The step's examples; the round-robin over `cfg.mix` runs on across steps, so the stream keeps the mix."""
     start = step * cfg.batch_size % len(cfg.mix)
-    return skills.sample_examples(step_seed(cfg, step), cfg.batch_size, cfg.mix[start:] + cfg.mix[:start])
+    return skills.sample_examples(step_seed(cfg, step), cfg.batch_size, cfg.mix[start:] + cfg.mix[:start],
+                                  cfg.add_terms)
 
 
 def pool_batches(cfg: TrainConfig, pool: int, processor) -> list[Batch]:
@@ -402,6 +413,9 @@ def main() -> None:
     parser.add_argument("--mix", type=parse_mix, default=defaults.mix,
                         help="skill shares, e.g. arithmetic=5,picture=4,sudoku=2,json=1,story=1 (default: "
                              + ",".join(f"{s}={defaults.mix.count(s)}" for s in dict.fromkeys(defaults.mix)) + ")")
+    parser.add_argument("--add-terms", type=parse_counts, default=defaults.add_terms,
+                        help="counts of terms an addition draws from, e.g. 2,3 (default: "
+                             + ",".join(map(str, defaults.add_terms)) + ")")
     parser.add_argument("--low-noise-p", type=float, default=defaults.low_noise_p,
                         help="share of examples whose noise level is drawn from U(eps, --low-noise-max)")
     parser.add_argument("--low-noise-max", type=float, default=defaults.low_noise_max)
@@ -417,7 +431,9 @@ def main() -> None:
                       batch_size=args.batch_size, bucket=args.bucket, lr=args.lr, threads=args.threads, init=args.init, mix=args.mix,
                       low_noise_p=args.low_noise_p, low_noise_max=args.low_noise_max,
                       plausible_p=args.plausible_p, self_renoise_p=args.self_renoise_p,
-                      sc_noisier_p=args.sc_noisier_p)
+                      sc_noisier_p=args.sc_noisier_p, add_terms=args.add_terms,
+                      # a canvas per term holds the longest reply (5-digit terms: 90 tokens for two, 170 for three)
+                      model=TinyModelConfig(max_new_tokens=TinyModelConfig.canvas_length * max(args.add_terms)))
     print(train(cfg, resume=args.resume))
 
 

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from dg.tiny import pictures, skills
+from dg.tiny import pictures
 from dg.tiny.skills import (
     ADD_DIGITS,
     ADD_TERMS,
@@ -168,13 +168,18 @@ def test_arithmetic_answer_is_the_sum_and_the_thought_ends_with_it(examples):
         assert not e.thought or e.thought.endswith(f"answer {sum(terms)}")
 
 
-def test_with_more_counts_of_terms_each_is_drawn_equally_often(monkeypatch):
-    monkeypatch.setattr(skills, "ADD_TERMS", (2, 3))
-    drawn = sample_examples(5, 3000, skills=("arithmetic",))
+def test_with_more_counts_of_terms_each_is_drawn_equally_often():
+    drawn = sample_examples(5, 3000, skills=("arithmetic",), add_terms=(2, 3))
     counts = Counter(len(re.findall(r"\d+", e.prompt)) for e in drawn)
     assert set(counts) == {2, 3} and all(abs(c / 3000 - 1 / 2) < 0.03 for c in counts.values()), counts
     three = next(e for e in drawn if e.thought and len(re.findall(r"\d+", e.prompt)) == 3)
     assert three.thought.count("; answer ") == 2 and three.thought.endswith(f"answer {three.answer}")
+
+
+@pytest.mark.parametrize("bad", [(), (1,), (2, 0), ("3",)])
+def test_impossible_counts_of_terms_are_rejected(bad):
+    with pytest.raises(ValueError, match="add_terms"):
+        sample_examples(0, 5, add_terms=bad)
 
 
 def test_a_single_count_of_terms_spends_no_draw():

@@ -14,7 +14,7 @@ from dg.tiny import skills
 from dg.tiny.data import encode_example, make_batch, num_canvases
 from dg.tiny.model import TinyModelConfig, build_model
 from dg.tiny.train import (SKILL_MIX, BatchStream, TrainConfig, batch_for_step, examples_for_step, losses,
-                           make_optimizer, noise_levels, parse_mix, plausible_swaps, self_renoise, train)
+                           make_optimizer, noise_levels, parse_counts, parse_mix, plausible_swaps, self_renoise, train)
 
 MICRO = dict(hidden_size=32, num_attention_heads=2, num_key_value_heads=1, head_dim=16, intermediate_size=64,
              num_experts=2, top_k_experts=1, moe_intermediate_size=32, canvas_length=16,
@@ -154,6 +154,22 @@ def test_a_mix_gives_each_skill_its_share_interleaved():
     for bad in ("chess=2", "sudoku", "sudoku=0", "sudoku=-1", "sudoku=x"):
         with pytest.raises(argparse.ArgumentTypeError, match="skill=count"):
             parse_mix(bad)
+
+
+def test_add_terms_sets_the_counts_of_terms_the_stream_draws(processor):
+    assert parse_counts("2,3") == (2, 3)
+    for bad in ("1", "2,x", ""):
+        with pytest.raises(argparse.ArgumentTypeError, match="counts of terms"):
+            parse_counts(bad)
+    with pytest.raises(ValueError, match="add_terms"):
+        TrainConfig(add_terms=(1,))
+    cfg = TrainConfig(mix=("arithmetic",), add_terms=(3,))
+    drawn = [ex for step in range(4) for ex in examples_for_step(cfg, step)]
+    assert all(ex.prompt.count("+") == 2 or " and " in ex.prompt and "," in ex.prompt for ex in drawn)
+    # a canvas per term holds the longest reply: three 5-digit terms with their traces
+    three = skills.addition_example(random.Random(0), 5, thinking=True, terms=3)
+    e = encode_example(three, processor)
+    assert num_canvases(len(e.reply_ids), TinyModelConfig.canvas_length) <= 3
 
 
 def test_the_stream_keeps_the_mix_across_steps_whatever_the_batch_size():
