@@ -30,7 +30,6 @@ from dg.loading import check_vocab, load
 from dg.prompts import build_inputs, decode_reply
 from dg.sampler import generate_diffusion
 from dg.tiny import skills
-from dg.tiny.train import parse_counts
 
 THINKING_SKILL = "arithmetic"
 # What the embedded model is meant to reach (its model card reports each against these).
@@ -231,7 +230,7 @@ def main() -> None:
     parser.add_argument("--skill", action="append", choices=skills.SKILLS, help="repeatable; default all")
     parser.add_argument("--no-ar", action="store_true", help="skip the AR-mode pass")
     parser.add_argument("--threads", type=int, default=defaults.threads)
-    parser.add_argument("--add-terms", type=parse_counts, default=defaults.add_terms,
+    parser.add_argument("--add-terms", type=skills.parse_add_terms, default=defaults.add_terms,
                         help="counts of terms of the additions, e.g. 2,3 (default: the model's skill, "
                              + ",".join(map(str, defaults.add_terms)) + ")")
     parser.add_argument("--json", action="store_true", help="print one JSON object")

@@ -206,6 +206,14 @@ def check_add_terms(add_terms: Iterable[int]) -> tuple[int, ...]:
     return add_terms
 
 
+def parse_add_terms(text: str) -> tuple[int, ...]:
+    """'2,3' → (2, 3): the `--add-terms` of training and evaluation."""
+    try:
+        return check_add_terms(int(part) for part in text.split(","))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected counts of terms >= 2 like 2,3, got {text!r}") from err
+
+
 def _arithmetic(rng: random.Random, thinking: bool, digits: int | None = None, terms: int | None = None,
                 add_terms: tuple[int, ...] | None = None) -> tuple[str, str, str]:
     if terms is None:  # a single count spends no draw, so two-term streams are those of the 2-term skill

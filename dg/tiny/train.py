@@ -122,6 +122,10 @@ class TrainConfig:
             raise ValueError(f"threads must be > 0, got {self.threads}")
         skills.check_skills(self.mix, "mix")
         self.add_terms = skills.check_add_terms(self.add_terms)
+        # a canvas per term holds the longest reply (5-digit terms: 90 tokens for two, 170 for three)
+        budget = self.model.canvas_length * max(self.add_terms)
+        if self.model.max_new_tokens < budget:
+            self.model = dataclasses.replace(self.model, max_new_tokens=budget)
 
 
 def parse_mix(text: str) -> tuple[str, ...]:
@@ -136,14 +140,6 @@ def parse_mix(text: str) -> tuple[str, ...]:
     # interleave, so every stretch of the stream has each skill in proportion
     slots = sorted((k / n, i, name) for i, (name, n) in enumerate(mix) for k in range(n))
     return tuple(name for *_, name in slots)
-
-
-def parse_counts(text: str) -> tuple[int, ...]:
-    """'2,3' → (2, 3): counts of terms for --add-terms."""
-    try:
-        return skills.check_add_terms(int(part) for part in text.split(","))
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected counts of terms >= 2 like 2,3, got {text!r}") from err
 
 
 def lr_at(step: int, cfg: TrainConfig, elapsed_s: float = 0.0) -> float:
@@ -413,7 +409,7 @@ def main() -> None:
     parser.add_argument("--mix", type=parse_mix, default=defaults.mix,
                         help="skill shares, e.g. arithmetic=5,picture=4,sudoku=2,json=1,story=1 (default: "
                              + ",".join(f"{s}={defaults.mix.count(s)}" for s in dict.fromkeys(defaults.mix)) + ")")
-    parser.add_argument("--add-terms", type=parse_counts, default=defaults.add_terms,
+    parser.add_argument("--add-terms", type=skills.parse_add_terms, default=defaults.add_terms,
                         help="counts of terms an addition draws from, e.g. 2,3 (default: "
                              + ",".join(map(str, defaults.add_terms)) + ")")
     parser.add_argument("--low-noise-p", type=float, default=defaults.low_noise_p,
@@ -431,9 +427,7 @@ def main() -> None:
                       batch_size=args.batch_size, bucket=args.bucket, lr=args.lr, threads=args.threads, init=args.init, mix=args.mix,
                       low_noise_p=args.low_noise_p, low_noise_max=args.low_noise_max,
                       plausible_p=args.plausible_p, self_renoise_p=args.self_renoise_p,
-                      sc_noisier_p=args.sc_noisier_p, add_terms=args.add_terms,
-                      # a canvas per term holds the longest reply (5-digit terms: 90 tokens for two, 170 for three)
-                      model=TinyModelConfig(max_new_tokens=TinyModelConfig.canvas_length * max(args.add_terms)))
+                      sc_noisier_p=args.sc_noisier_p, add_terms=args.add_terms)
     print(train(cfg, resume=args.resume))
 
 

@@ -14,7 +14,7 @@ from dg.tiny import skills
 from dg.tiny.data import encode_example, make_batch, num_canvases
 from dg.tiny.model import TinyModelConfig, build_model
 from dg.tiny.train import (SKILL_MIX, BatchStream, TrainConfig, batch_for_step, examples_for_step, losses,
-                           make_optimizer, noise_levels, parse_counts, parse_mix, plausible_swaps, self_renoise, train)
+                           make_optimizer, noise_levels, parse_mix, plausible_swaps, self_renoise, train)
 
 MICRO = dict(hidden_size=32, num_attention_heads=2, num_key_value_heads=1, head_dim=16, intermediate_size=64,
              num_experts=2, top_k_experts=1, moe_intermediate_size=32, canvas_length=16,
@@ -157,13 +157,15 @@ def test_a_mix_gives_each_skill_its_share_interleaved():
 
 
 def test_add_terms_sets_the_counts_of_terms_the_stream_draws(processor):
-    assert parse_counts("2,3") == (2, 3)
+    assert skills.parse_add_terms("2,3") == (2, 3)
     for bad in ("1", "2,x", ""):
         with pytest.raises(argparse.ArgumentTypeError, match="counts of terms"):
-            parse_counts(bad)
+            skills.parse_add_terms(bad)
     with pytest.raises(ValueError, match="add_terms"):
         TrainConfig(add_terms=(1,))
+    assert TrainConfig().model.max_new_tokens == TinyModelConfig().max_new_tokens == 128
     cfg = TrainConfig(mix=("arithmetic",), add_terms=(3,))
+    assert cfg.model.max_new_tokens == 3 * cfg.model.canvas_length
     drawn = [ex for step in range(4) for ex in examples_for_step(cfg, step)]
     assert all(ex.prompt.count("+") == 2 or " and " in ex.prompt and "," in ex.prompt for ex in drawn)
     # a canvas per term holds the longest reply: three 5-digit terms with their traces
