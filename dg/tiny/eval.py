@@ -4,11 +4,11 @@ Examples come from `skills.sample_examples(seed, n)` (training draws only from s
 small seeds are held out). Each example is prompted through the checkpoint's chat template and
 decoded twice with the same weights: the entropy-bound sampler (the checkpoint's generation config)
 and greedy AR. A skill with a thinking trace (arithmetic) is measured with thinking on; the same
-problems also run with thinking off, to show what the trace buys. Sums of each trained count of terms
-(`skills.ADD_TERMS`) and digits (`skills.ADD_DIGITS`) are then answered both ways, one row per pair:
-sums of the most terms are the ones hard enough that direct answers fail (a column's carry can be 2,
-from columns a direct answer has not written), and the thinking-gain target is measured on those rows
-together.
+problems also run with thinking off, to show what the trace buys. Sums of each count of terms the skill
+draws (`skills.ADD_TERMS`, or `--add-terms`) and of `skills.HARD_TERMS` (three) numbers, of each digit
+count (`skills.ADD_DIGITS`), are then answered both ways, one row per pair: sums of the most terms are
+the ones hard enough that direct answers fail (a column's carry can be 2, from columns a direct answer
+has not written), and the thinking-gain target is measured on those rows together.
 Reported per skill: accuracy in both modes, TPF (report §3.4: generated tokens / (denoising steps +
 K − 1)), effective steps and NFE, and which of the embedded model's targets hold (`TARGETS`).
 
@@ -43,7 +43,7 @@ class EvalConfig:
     model: str | None = None  # None: the embedded checkpoint in assets/
     seed: int = 0
     n: int = 100
-    add_terms: tuple[int, ...] = skills.ADD_TERMS  # counts of terms of the additions (and of the rows)
+    add_terms: tuple[int, ...] = skills.ADD_TERMS  # counts of terms the additions draw (rows: these and HARD_TERMS)
     skills: tuple[str, ...] = skills.SKILLS
     ar: bool = True
     threads: int = 2
@@ -77,10 +77,11 @@ class Tally:
     ar: list[Outcome] = field(default_factory=list)
 
 
-def run_diffusion(loaded, example, thinking: bool, seed: int) -> Outcome:
+def run_diffusion(loaded, example, thinking: bool, seed: int, config=None) -> Outcome:
+    """`config` (default: the checkpoint's) is the sampler's."""
     inputs = build_inputs(loaded.processor, example.prompt, images=example.image, thinking=thinking)
     torch.manual_seed(seed)  # canvas init, candidates and renoise draws are the only randomness
-    trace = generate_diffusion(loaded.model, inputs, loaded.sampler_config)
+    trace = generate_diffusion(loaded.model, inputs, config or loaded.sampler_config)
     answer = decode_reply(loaded.tokenizer, trace.token_ids).answer
     m = trace.metrics()
     return Outcome(example.skill, skills.score(example, answer), answer, m["tpf"], m["effective_steps"], m["nfe"])
@@ -128,6 +129,12 @@ def summarise(tallies: dict[str, Tally], thinking: dict[bool, list[bool]],
     }
     result["targets"] = targets(result)
     return result
+
+
+def row_terms(add_terms: tuple[int, ...]) -> list[int]:
+    """The counts of terms of the arithmetic rows: the skill's, then sums hard enough that direct
+    answers fail (`skills.HARD_TERMS`), whether or not the model was trained on them."""
+    return sorted(set(add_terms) | {skills.HARD_TERMS})
 
 
 def thinking_gain(rows: dict[str, dict]) -> dict:
@@ -181,7 +188,10 @@ def evaluate(cfg: EvalConfig, loaded=None, progress=None) -> dict:
     by_size: dict[tuple[int, int], dict[bool, list[Outcome]]] = {}
     if THINKING_SKILL in cfg.skills:
         per_row = max(1, cfg.n // len(cfg.skills))
-        for terms in cfg.add_terms:
+        for terms in row_terms(cfg.add_terms):
+            # a budget that holds the longest trace: a model not trained on these sums fails on its own
+            budget = max(loaded.sampler_config.max_new_tokens, skills.longest_addition_reply(terms))
+            config = loaded.sampler_config.replace(max_new_tokens=budget)
             for digits in skills.ADD_DIGITS:
                 # string seeds: never a training stream's; two terms keep the draws reported since round 10
                 rng = random.Random(f"addition {cfg.seed} {digits}" + (f" {terms} terms" if terms != 2 else ""))
@@ -190,7 +200,7 @@ def evaluate(cfg: EvalConfig, loaded=None, progress=None) -> dict:
                     ex = skills.addition_example(rng, digits, thinking=True, terms=terms)
                     seed = rng.randrange(2**31)
                     for mode in (True, False):
-                        rows[mode].append(run_diffusion(loaded, ex, mode, seed))
+                        rows[mode].append(run_diffusion(loaded, ex, mode, seed, config))
     return summarise(dict(tallies), thinking, by_size)
 
 
@@ -231,8 +241,8 @@ def main() -> None:
     parser.add_argument("--no-ar", action="store_true", help="skip the AR-mode pass")
     parser.add_argument("--threads", type=int, default=defaults.threads)
     parser.add_argument("--add-terms", type=skills.parse_add_terms, default=defaults.add_terms,
-                        help="counts of terms of the additions, e.g. 2,3 (default: the model's skill, "
-                             + ",".join(map(str, defaults.add_terms)) + ")")
+                        help="counts of terms the additions draw, e.g. 2,3 (default: the model's skill, "
+                             + ",".join(map(str, defaults.add_terms)) + f"); the rows add sums of {skills.HARD_TERMS}")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     cfg = EvalConfig(model=args.model, seed=args.seed, n=args.n, skills=tuple(args.skill or skills.SKILLS),

@@ -46,7 +46,7 @@ class TinyModelConfig:
     patch_size: int = 16  # must agree with the image processor
     pooling_kernel_size: int = TokenizerConfig.pooling_kernel_size  # must agree with the image processor
     vision_max_patches_per_side: int = 128  # the release's 10,240-row table would be 2.6 M params here
-    max_new_tokens: int = 128  # two canvases: thinking + answer (TrainConfig widens it to a canvas per term)
+    max_new_tokens: int = 128  # two canvases: thinking + answer (TrainConfig widens it for sums of more terms)
 
     def __post_init__(self):
         for name in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",

@@ -142,6 +142,7 @@ def _sudoku(rng: random.Random) -> tuple[str, str]:
 
 _ADD_TEMPLATES = ("What is {sum}?", "Compute {sum}.", "Add {list}.")
 ADD_TERMS = (2,)  # how many numbers a sum adds, drawn first when more than one, equally likely
+HARD_TERMS = 3  # sums of this many numbers are hard enough that a direct answer fails (the eval's last rows)
 ADD_DIGITS = (3, 4, 5)  # then each operand's digit count, equally likely
 
 
@@ -172,15 +173,20 @@ def addition_trace(*terms: int) -> str:
     prompt alone.
 
     More terms: one such trace per addition, left to right, each adding the next term to the answer
-    of the one before (`…; answer 843; 3+9=12; 4+9=13; …; answer 1842` for 487 + 356 + 999). The second
-    addition reads an operand the first one wrote, so its digits exist only once the first has
-    settled: a direct answer has to do both additions in the one canvas it refines.
+    of the one before and headed by its two operands (`487 + 356: 7+6=13; …; answer 843; 843 + 999:
+    3+9=12; …; answer 1842` for 487 + 356 + 999). The header marks from the trace's first token that
+    more than one addition follows, and gives each addition's columns a nearby place to read its
+    operands from, the second one copied from the answer just written. The second addition reads an
+    operand the first one wrote, so its digits exist only once the first has settled: a direct answer
+    has to do both additions in the one canvas it refines.
     """
     if len(terms) < 2:
         raise ValueError(f"an addition needs at least two terms, got {terms!r}")
+    if len(terms) == 2:
+        return _two_term_trace(*terms)
     steps, total = [], terms[0]
     for term in terms[1:]:
-        steps.append(_two_term_trace(total, term))
+        steps.append(f"{total} + {term}: {_two_term_trace(total, term)}")
         total += term
     return "; ".join(steps)
 
@@ -196,6 +202,13 @@ def _two_term_trace(a: int, b: int) -> str:
     columns = "; ".join(f"{x}+{y}={s:02d}" for x, y, s in zip(da, db, sums))
     return (f"{columns}; carry {' '.join(map(str, carries))}; write {' '.join(map(str, written))}; "
             f"answer {a + b}")
+
+
+def longest_addition_reply(terms: int) -> int:
+    """Tokens of the longest thinking-on reply to a sum of `terms` numbers of `ADD_DIGITS` digits (all 9s),
+    an upper bound in the embedded model's tokens: 88 for two; 206, 309 and 412 for three, four and five
+    terms (each further addition brings its header, a column more and a longer answer)."""
+    return 90 if terms == 2 else 98 + 110 * (terms - 2)
 
 
 def check_add_terms(add_terms: Iterable[int]) -> tuple[int, ...]:

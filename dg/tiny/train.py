@@ -122,8 +122,8 @@ class TrainConfig:
             raise ValueError(f"threads must be > 0, got {self.threads}")
         skills.check_skills(self.mix, "mix")
         self.add_terms = skills.check_add_terms(self.add_terms)
-        # a canvas per term holds the longest reply (5-digit terms: 90 tokens for two, 170 for three)
-        budget = self.model.canvas_length * max(self.add_terms)
+        budget = self.model.canvas_length * math.ceil(skills.longest_addition_reply(max(self.add_terms))
+                                                      / self.model.canvas_length)
         if self.model.max_new_tokens < budget:
             self.model = dataclasses.replace(self.model, max_new_tokens=budget)
 

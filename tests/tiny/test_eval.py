@@ -64,18 +64,41 @@ def test_generate_writes_a_whole_sentence_and_ends_its_turn(loaded):
 
 
 def test_eval_reports_every_skill_in_both_modes(loaded):
-    result = tiny_eval.evaluate(tiny_eval.EvalConfig(seed=0, n=5, threads=1, add_terms=(2, 3)), loaded=loaded)
+    result = tiny_eval.evaluate(tiny_eval.EvalConfig(seed=0, n=5, threads=1), loaded=loaded)
     assert set(result["skills"]) == set(skills.SKILLS)
     for stats in result["skills"].values():
         assert stats["n"] == 1
         assert 0 <= stats["diffusion_acc"] <= 1 and 0 <= stats["ar_acc"] <= 1
         assert stats["tpf"] > 0 and 1 <= stats["effective_steps"] <= 48
     assert set(result["arithmetic_thinking"]) >= {"on", "off"}
-    # one row per trained count of terms and digits, each sum answered with thinking on and off
+    # one row per count of terms (the skill's two, and three: where direct answers fail) and digits,
+    # each sum answered with thinking on and off
     rows = result["arithmetic_rows"]
     assert list(rows) == [f"{t}x{d}" for t in (2, 3) for d in skills.ADD_DIGITS]
     for row in rows.values():
         assert row["n"] == 1 and 0 <= row["on"] <= 1 and 0 <= row["off"] <= 1 and row["tpf_on"] > 0
+
+
+def test_rows_of_longer_sums_get_a_token_budget_that_holds_their_trace(loaded, monkeypatch):
+    budgets = []
+
+    def generate(model, inputs, config):
+        budgets.append(config.max_new_tokens)
+        return real(model, inputs, config)
+
+    real = tiny_eval.generate_diffusion
+    monkeypatch.setattr(tiny_eval, "generate_diffusion", generate)
+    cfg = tiny_eval.EvalConfig(seed=0, n=1, skills=("arithmetic",), ar=False, threads=1, add_terms=(2, 4))
+    assert tiny_eval.row_terms(cfg.add_terms) == [2, 3, 4]
+    tiny_eval.evaluate(cfg, loaded=loaded)
+    checkpoint = loaded.sampler_config.max_new_tokens
+    per_row = 2 * len(skills.ADD_DIGITS)  # a problem a row, answered with thinking on and off
+    skill_runs, rows = budgets[:2], budgets[2:]  # the skill's problem, thinking on and off
+    assert len(rows) == 3 * per_row
+    assert set(skill_runs) == {checkpoint}
+    for k, terms in enumerate((2, 3, 4)):
+        assert set(rows[k * per_row:(k + 1) * per_row]) == {
+            max(checkpoint, skills.longest_addition_reply(terms))}
 
 
 def row(terms, digits, n, on, off):

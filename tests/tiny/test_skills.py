@@ -128,10 +128,13 @@ def test_addition_trace_writes_sums_then_carries_then_digits():
     assert addition_trace(9999, 1) == "9+1=10; 9+0=09; 9+0=09; 9+0=09; carry 0 1 1 1 1; write 0 0 0 0; answer 10000"
 
 
-def test_a_sum_of_three_numbers_is_two_additions_the_second_reading_the_first_ones_answer():
-    assert addition_trace(487, 356, 999) == ("7+6=13; 8+5=13; 4+3=07; carry 0 1 1 0; write 3 4 8; answer 843; "
-                                             "3+9=12; 4+9=13; 8+9=17; carry 0 1 1 1; write 2 4 8; answer 1842")
-    assert addition_trace(12345, 67, 8) == (addition_trace(12345, 67) + "; " + addition_trace(12412, 8))
+def test_a_sum_of_three_numbers_is_two_headed_additions_the_second_reading_the_first_ones_answer():
+    assert addition_trace(487, 356, 999) == (
+        "487 + 356: 7+6=13; 8+5=13; 4+3=07; carry 0 1 1 0; write 3 4 8; answer 843; "
+        "843 + 999: 3+9=12; 4+9=13; 8+9=17; carry 0 1 1 1; write 2 4 8; answer 1842")
+    assert addition_trace(12345, 67, 8) == (f"12345 + 67: {addition_trace(12345, 67)}; "
+                                            f"12412 + 8: {addition_trace(12412, 8)}")
+    assert addition_trace(1, 2, 3, 4).count(": ") == 3  # one headed addition per further term
     with pytest.raises(ValueError, match="two terms"):
         addition_trace(5)
 

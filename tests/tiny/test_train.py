@@ -8,8 +8,9 @@ import random
 
 import pytest
 import torch
+from transformers import AutoProcessor
 
-from dg.loading import check_vocab
+from dg.loading import EMBEDDED_MODEL, check_vocab
 from dg.tiny import skills
 from dg.tiny.data import encode_example, make_batch, num_canvases
 from dg.tiny.model import TinyModelConfig, build_model
@@ -165,13 +166,23 @@ def test_add_terms_sets_the_counts_of_terms_the_stream_draws(processor):
         TrainConfig(add_terms=(1,))
     assert TrainConfig().model.max_new_tokens == TinyModelConfig().max_new_tokens == 128
     cfg = TrainConfig(mix=("arithmetic",), add_terms=(3,))
-    assert cfg.model.max_new_tokens == 3 * cfg.model.canvas_length
+    assert cfg.model.max_new_tokens == 4 * cfg.model.canvas_length
     drawn = [ex for step in range(4) for ex in examples_for_step(cfg, step)]
     assert all(ex.prompt.count("+") == 2 or " and " in ex.prompt and "," in ex.prompt for ex in drawn)
-    # a canvas per term holds the longest reply: three 5-digit terms with their traces
-    three = skills.addition_example(random.Random(0), 5, thinking=True, terms=3)
-    e = encode_example(three, processor)
-    assert num_canvases(len(e.reply_ids), TinyModelConfig.canvas_length) <= 3
+
+
+@pytest.mark.parametrize("terms", [2, 3, 4, 5])
+def test_the_token_budget_holds_the_longest_reply_to_a_sum(terms):
+    """All 9s carry in every column and give the longest answers: the worst case of each count of terms,
+    in the embedded model's tokens (those `--init` training continues with)."""
+    processor = AutoProcessor.from_pretrained(EMBEDDED_MODEL)
+    nines = (10 ** max(skills.ADD_DIGITS) - 1,) * terms
+    example = skills.Example("arithmetic", skills.addition_prompt("What is {sum}?", nines), str(sum(nines)),
+                             skills.addition_trace(*nines), None, target=str(sum(nines)))
+    reply = len(encode_example(example, processor).reply_ids)
+    assert reply <= skills.longest_addition_reply(terms) < reply + 20  # a bound, and a tight one
+    budget = TrainConfig(add_terms=(2, terms)).model.max_new_tokens
+    assert budget % TinyModelConfig.canvas_length == 0 and reply <= budget < reply + TinyModelConfig.canvas_length
 
 
 def test_the_stream_keeps_the_mix_across_steps_whatever_the_batch_size():
