@@ -6,8 +6,9 @@ Five skills, each chosen to show one thing about diffusion decoding:
               equally likely); thinking mode first writes a fixed-shape trace in three passes over
               the columns (sums, carries, digits written; 4- and 5-digit traces span two canvases),
               so the answer follows from tokens the canvas has already settled. The generator and
-              the trace also take more terms (`ADD_TERMS`; three as two additions in a row, the
-              second adding the third term to the first's answer, up to three canvases), where a
+              the trace also take more terms (`ADD_TERMS`; three as two additions in a row, each
+              headed by its operands, the second adding the third term to the first's answer, up
+              to four canvases), where a
               direct answer has to do every addition at once; the shipped model is trained on two.
               The eval measures thinking on against off per count of terms and digits.
 - picture:    1–4 coloured shapes drawn with PIL, one question about them, answered in a sentence

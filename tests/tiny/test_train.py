@@ -157,7 +157,7 @@ def test_a_mix_gives_each_skill_its_share_interleaved():
             parse_mix(bad)
 
 
-def test_add_terms_sets_the_counts_of_terms_the_stream_draws(processor):
+def test_add_terms_sets_the_counts_of_terms_the_stream_draws():
     assert skills.parse_add_terms("2,3") == (2, 3)
     for bad in ("1", "2,x", ""):
         with pytest.raises(argparse.ArgumentTypeError, match="counts of terms"):
