@@ -18,13 +18,16 @@ from pathlib import Path
 from dg.tiny import skills
 
 EXAMPLE_SEED_BASE = 900_000  # held out: training draws seeds >= 1000 in a stream far below this
-# (skill, draw, thinking): every skill and every picture question, held-out draws (the shipped model
-# answers the first 20 draws of every skill right with the app's defaults; its accuracy on fresh draws
-# is the model card's); the first arithmetic trace (two 5-digit numbers) spans two canvases, so block-wise
-# commits show; the second (two 3-digit numbers) fits one.
+# (skill, draw, thinking[, terms]): every skill and every picture question, held-out draws (the shipped
+# model answers the first 20 draws of every skill right with the app's defaults; its accuracy on fresh
+# draws is the model card's); the first arithmetic trace (two 5-digit numbers) spans two canvases, so
+# block-wise commits show; the second (two 3-digit numbers) fits one. The third adds three numbers, where
+# the trace is what gets the sum right: picked among draws the model answers right with thinking on and
+# wrong with it off (on fresh three-term draws it is right about half the time with the trace and almost
+# never without; the model card has the figures).
 CHOSEN = (
     ("sudoku", 0, False), ("sudoku", 1, False),
-    ("arithmetic", 1, True), ("arithmetic", 4, True),
+    ("arithmetic", 1, True), ("arithmetic", 4, True), ("arithmetic", 17, True, 3),
     ("picture", 2, False), ("picture", 18, False), ("picture", 0, False), ("picture", 7, False),
     ("json", 0, False), ("json", 1, False),
     ("story", 0, False), ("story", 2, False), ("story", 13, False),
@@ -38,8 +41,13 @@ GENERAL = (
 
 def chosen_examples() -> list[skills.Example]:
     """The shipped examples, in order; deterministic."""
-    return [skills.make_example(skill, random.Random(EXAMPLE_SEED_BASE + draw), thinking=thinking)
-            for skill, draw, thinking in CHOSEN]
+    return [_draw(*entry) for entry in CHOSEN]
+
+
+def _draw(skill: str, draw: int, thinking: bool, terms: int | None = None) -> skills.Example:
+    add_terms = None if terms is None else (terms,)
+    return skills.make_example(skill, random.Random(EXAMPLE_SEED_BASE + draw), thinking=thinking,
+                               add_terms=add_terms)
 
 
 def as_example(row: list) -> skills.Example:

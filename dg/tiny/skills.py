@@ -8,8 +8,8 @@ Five skills, each chosen to show one thing about diffusion decoding:
               so the answer follows from tokens the canvas has already settled. The generator and
               the trace also take more terms (`ADD_TERMS`; three as two additions in a row, each
               headed by its operands, the second adding the third term to the first's answer, up
-              to four canvases), where a
-              direct answer has to do every addition at once; the shipped model is trained on two.
+              to four canvases), where a direct answer has to do every addition at once; the shipped
+              model is trained on two and three (three only in training and the eval's hard rows).
               The eval measures thinking on against off per count of terms and digits.
 - picture:    1–4 coloured shapes drawn with PIL, one question about them, answered in a sentence
               (image → encoder only).

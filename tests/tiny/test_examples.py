@@ -1,6 +1,7 @@
 """The app's examples: held-out skill draws that the embedded model answers right with the app's defaults."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -55,3 +56,15 @@ def test_a_thinking_example_spans_two_canvases_so_block_wise_commits_show(loaded
     inputs = build_inputs(loaded.processor, row[0], thinking=True)
     torch.manual_seed(APP_SEED)
     assert len(generate_diffusion(loaded.model, inputs, loaded.sampler_config).canvases) == 2
+
+
+def test_the_three_term_example_is_right_only_with_its_trace(loaded):
+    row = next(r for r in ROWS if r[3] == "arithmetic" and len(re.findall(r"\d+", r[0])) == 3)
+    answers = {}
+    for thinking in (True, False):
+        inputs = build_inputs(loaded.processor, row[0], thinking=thinking)
+        torch.manual_seed(APP_SEED)
+        trace = generate_diffusion(loaded.model, inputs, loaded.sampler_config)
+        answers[thinking] = decode_reply(loaded.tokenizer, trace.token_ids).answer
+    example = examples.as_example(row)
+    assert skills.score(example, answers[True]) and not skills.score(example, answers[False]), answers
