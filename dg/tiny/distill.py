@@ -55,6 +55,7 @@ class DistillConfig:
     sft_share: float = 0.25  # share of steps that are plain uniform-corruption SFT batches
     correct: bool = False  # also keep rejected trajectories, with the reference reply as the target
     mix: tuple[str, ...] = SKILL_MIX  # the collected prompts' skills (round-robin, as in training)
+    add_terms: tuple[int, ...] = skills.ADD_TERMS  # counts of terms an addition draws from (prompts, SFT)
     threads: int = 1
     train: TrainConfig = field(default_factory=TrainConfig)
 
@@ -70,6 +71,7 @@ class DistillConfig:
         if not 0 <= self.sft_share < 1:
             raise ValueError(f"sft_share must be in [0, 1), got {self.sft_share}")
         skills.check_skills(self.mix, "mix")
+        self.add_terms = skills.check_add_terms(self.add_terms)
 
 
 @dataclass
@@ -103,12 +105,23 @@ def trajectory_rows(trace, inputs: dict, reply: list[int] | None = None) -> list
     return rows
 
 
+def prompts(cfg: DistillConfig) -> list[skills.Example]:
+    """The training prompts whose trajectories are collected (deterministic in `cfg.seed`)."""
+    return skills.sample_examples(DISTILL_SEED_BASE + cfg.seed, cfg.prompts, cfg.mix, cfg.add_terms)
+
+
+def sft_config(cfg: DistillConfig) -> TrainConfig:
+    """The training config of the distillation steps and of its uniform-corruption SFT batches."""
+    return TrainConfig(batch_size=cfg.batch_size, lr=cfg.lr, minutes=cfg.minutes, steps=10**9,
+                       warmup_steps=20, seed=cfg.seed + 7, model=cfg.train.model, add_terms=cfg.add_terms)
+
+
 @torch.no_grad()
 def collect(model, processor, cfg: DistillConfig, progress: bool = True) -> tuple[list[Row], dict]:
     """Run the sampler on `cfg.prompts` training prompts; rows of the trajectories the scorer accepts."""
     model.eval()
     config = SamplerConfig.from_generation_config(model.generation_config).replace(backend="torch")
-    examples = skills.sample_examples(DISTILL_SEED_BASE + cfg.seed, cfg.prompts, cfg.mix)
+    examples = prompts(cfg)
     seeds = random.Random(cfg.seed)
     rows, kept, tpf = [], {}, {}
     for ex in tqdm(examples, desc="collect", mininterval=10, disable=not progress):
@@ -165,8 +178,7 @@ def distill(cfg: DistillConfig) -> dict:
     tqdm.write(f"collected {len(rows)} rows: {stats}")
     if not rows:
         raise RuntimeError("no trajectory was accepted by the scorers: train the model further first")
-    train_cfg = TrainConfig(batch_size=cfg.batch_size, lr=cfg.lr, minutes=cfg.minutes, steps=10**9,
-                            warmup_steps=20, seed=cfg.seed + 7, model=cfg.train.model)
+    train_cfg = sft_config(cfg)
     optimizer = make_optimizer(model, train_cfg)
     sft_batches, sft_step = BatchStream(train_cfg, processor), 0  # SFT batches in stream order
     rng, t0, step, metrics = random.Random(cfg.seed), time.time(), 0, {}
@@ -205,9 +217,13 @@ def main() -> None:
                         help="keep rejected trajectories too, with the reference reply as their target")
     parser.add_argument("--mix", type=parse_mix, default=defaults.mix,
                         help="skills of the collected prompts, e.g. arithmetic=3,sudoku=1 (default: training's)")
+    parser.add_argument("--add-terms", type=skills.parse_add_terms, default=defaults.add_terms,
+                        help="counts of terms an addition draws from, in the prompts and the SFT batches, "
+                             "e.g. 2,3 (default: " + ",".join(map(str, defaults.add_terms)) + ")")
     args = parser.parse_args()
     cfg = DistillConfig(init=args.init, out=args.out, prompts=args.prompts, minutes=args.minutes,
-                        seed=args.seed, lr=args.lr, threads=args.threads, correct=args.correct, mix=args.mix)
+                        seed=args.seed, lr=args.lr, threads=args.threads, correct=args.correct, mix=args.mix,
+                        add_terms=args.add_terms)
     print(distill(cfg))
 
 

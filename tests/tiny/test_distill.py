@@ -1,5 +1,7 @@
 """Sampler distillation (report §5): trajectory rows, the self-conditioning they carry, the loss."""
 
+import re
+
 import pytest
 import torch
 
@@ -7,7 +9,7 @@ from dg.config import SamplerConfig
 from dg.prompts import build_inputs
 from dg.sampler import generate_diffusion
 from dg.testing import tiny_model_for
-from dg.tiny import distill
+from dg.tiny import distill, skills
 from dg.tiny.data import make_batch
 from dg.tiny.train import decoder_kwargs, encoder_pass
 
@@ -78,7 +80,17 @@ def test_the_distillation_loss_trains_the_decoder_towards_the_committed_canvas(r
 
 
 @pytest.mark.parametrize("field, value", [("prompts", 0), ("minutes", 0), ("batch_size", 0), ("lr", 0),
-                                          ("sft_share", 1.0), ("mix", ("chess",))])
+                                          ("sft_share", 1.0), ("mix", ("chess",)), ("add_terms", (1,))])
 def test_impossible_distillation_settings_are_rejected_by_name(field, value):
     with pytest.raises(ValueError, match=field):
         distill.DistillConfig(**{field: value})
+
+
+def test_sums_of_more_terms_reach_both_the_collected_prompts_and_the_sft_batches():
+    cfg = distill.DistillConfig(prompts=20, mix=("arithmetic",), add_terms=(3,))
+    sums = [ex.prompt for ex in distill.prompts(cfg)]
+    assert len(sums) == 20 and all(len(re.findall(r"\d+", prompt)) == 3 for prompt in sums)
+    sft = distill.sft_config(cfg)
+    assert sft.add_terms == (3,)
+    assert sft.model.max_new_tokens >= skills.longest_addition_reply(3)  # the budget holds the trace
+    assert distill.prompts(distill.DistillConfig(prompts=20, mix=("arithmetic",))) != distill.prompts(cfg)
