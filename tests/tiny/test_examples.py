@@ -31,6 +31,13 @@ def loaded():
     return load(EMBEDDED_MODEL)
 
 
+def run_with_app_defaults(loaded, prompt, thinking, picture=None):
+    """The Generate view's run of `prompt`: the checkpoint's sampler settings and the default seed."""
+    inputs = build_inputs(loaded.processor, prompt, images=picture, thinking=thinking)
+    torch.manual_seed(APP_SEED)
+    return generate_diffusion(loaded.model, inputs, loaded.sampler_config)
+
+
 def test_the_shipped_examples_are_what_the_generator_writes():
     rows = [[ex.prompt, row[1], bool(ex.thought), ex.skill, ex.answer]
             for ex, row in zip(examples.chosen_examples(), ROWS)]
@@ -43,9 +50,7 @@ def test_the_shipped_examples_are_what_the_generator_writes():
 def test_every_example_gives_its_reference_answer_with_the_app_defaults(loaded, row):
     prompt, image, thinking, skill, answer = row
     picture = open_image(EXAMPLES_DIR / image) if image else None
-    inputs = build_inputs(loaded.processor, prompt, images=picture, thinking=thinking)
-    torch.manual_seed(APP_SEED)
-    trace = generate_diffusion(loaded.model, inputs, loaded.sampler_config)
+    trace = run_with_app_defaults(loaded, prompt, thinking, picture)
     reply = decode_reply(loaded.tokenizer, trace.token_ids)
     assert skills.score(examples.as_example(row), reply.answer), (reply.thought, reply.answer, answer)
     assert reply.thinking == thinking
@@ -53,18 +58,12 @@ def test_every_example_gives_its_reference_answer_with_the_app_defaults(loaded, 
 
 def test_a_thinking_example_spans_two_canvases_so_block_wise_commits_show(loaded):
     row = next(r for r in ROWS if r[2])
-    inputs = build_inputs(loaded.processor, row[0], thinking=True)
-    torch.manual_seed(APP_SEED)
-    assert len(generate_diffusion(loaded.model, inputs, loaded.sampler_config).canvases) == 2
+    assert len(run_with_app_defaults(loaded, row[0], thinking=True).canvases) == 2
 
 
 def test_the_three_term_example_is_right_only_with_its_trace(loaded):
     row = next(r for r in ROWS if r[3] == "arithmetic" and len(re.findall(r"\d+", r[0])) == 3)
-    answers = {}
-    for thinking in (True, False):
-        inputs = build_inputs(loaded.processor, row[0], thinking=thinking)
-        torch.manual_seed(APP_SEED)
-        trace = generate_diffusion(loaded.model, inputs, loaded.sampler_config)
-        answers[thinking] = decode_reply(loaded.tokenizer, trace.token_ids).answer
+    replies = {thinking: run_with_app_defaults(loaded, row[0], thinking) for thinking in (True, False)}
+    answers = {thinking: decode_reply(loaded.tokenizer, trace.token_ids).answer for thinking, trace in replies.items()}
     example = examples.as_example(row)
     assert skills.score(example, answers[True]) and not skills.score(example, answers[False]), answers
