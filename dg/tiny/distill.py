@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import random
 import time
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +36,8 @@ from dg.sampler import generate_diffusion
 from dg.tiny import skills
 from dg.tiny.data import Encoded, encode_example, make_batch, num_canvases
 from dg.tiny.train import (SKILL_MIX, BatchStream, TrainConfig, canvas_loss, decoder_kwargs, encoder_pass,
-                           lr_at, make_optimizer, losses, optimizer_step, parse_mix)
+                           add_recipe_arguments, lr_at, make_optimizer, losses, optimizer_step, parse_mix,
+                           recipe_kwargs)
 
 DISTILL_SEED_BASE = 500_000_000  # prompts for trajectories: far from SFT's stream and from eval's seeds
 SC_FLOOR = -1e4  # logit of tokens outside a record's top-k: softmax gives them ~0 mass
@@ -57,7 +59,7 @@ class DistillConfig:
     mix: tuple[str, ...] = SKILL_MIX  # the collected prompts' skills (round-robin, as in training)
     add_terms: tuple[int, ...] = skills.ADD_TERMS  # counts of terms an addition draws from (prompts, SFT)
     threads: int = 1
-    train: TrainConfig = field(default_factory=TrainConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)  # the SFT batches' mix and recipe knobs
 
     def __post_init__(self):
         if self.prompts <= 0:
@@ -111,9 +113,10 @@ def prompts(cfg: DistillConfig) -> list[skills.Example]:
 
 
 def sft_config(cfg: DistillConfig) -> TrainConfig:
-    """The training config of the distillation steps and of its uniform-corruption SFT batches."""
-    return TrainConfig(batch_size=cfg.batch_size, lr=cfg.lr, minutes=cfg.minutes, steps=10**9,
-                       warmup_steps=20, seed=cfg.seed + 7, model=cfg.train.model, add_terms=cfg.add_terms)
+    """The training config of the distillation steps and of its uniform-corruption SFT batches: `cfg.train`'s
+    mix and corruption knobs, the distillation's batch size, lr, minutes and terms."""
+    return dataclasses.replace(cfg.train, batch_size=cfg.batch_size, lr=cfg.lr, minutes=cfg.minutes, steps=10**9,
+                               warmup_steps=20, seed=cfg.seed + 7, add_terms=cfg.add_terms)
 
 
 @torch.no_grad()
@@ -220,10 +223,16 @@ def main() -> None:
     parser.add_argument("--add-terms", type=skills.parse_add_terms, default=defaults.add_terms,
                         help="counts of terms an addition draws from, in the prompts and the SFT batches, "
                              "e.g. 2,3 (default: " + ",".join(map(str, defaults.add_terms)) + ")")
+    parser.add_argument("--sft-share", type=float, default=defaults.sft_share,
+                        help="share of steps that are uniform-corruption SFT batches")
+    parser.add_argument("--sft-mix", type=parse_mix, default=defaults.train.mix,
+                        help="skill shares of the SFT batches (default: training's)")
+    add_recipe_arguments(parser, defaults.train)  # the SFT batches' corruption, as in training
     args = parser.parse_args()
     cfg = DistillConfig(init=args.init, out=args.out, prompts=args.prompts, minutes=args.minutes,
                         seed=args.seed, lr=args.lr, threads=args.threads, correct=args.correct, mix=args.mix,
-                        add_terms=args.add_terms)
+                        add_terms=args.add_terms, sft_share=args.sft_share,
+                        train=TrainConfig(mix=args.sft_mix, add_terms=args.add_terms, **recipe_kwargs(args)))
     print(distill(cfg))
 
 

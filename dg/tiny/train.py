@@ -393,6 +393,27 @@ def train(cfg: TrainConfig, resume: bool = False) -> dict:
     return {**metrics, "minutes": (time.time() - t0) / 60}
 
 
+RECIPE_KNOBS = ("low_noise_p", "low_noise_max", "plausible_p", "self_renoise_p", "sc_noisier_p")
+
+
+def add_recipe_arguments(parser: argparse.ArgumentParser, defaults: TrainConfig) -> None:
+    """The corruption knobs of the SFT recipe (`RECIPE_KNOBS`), shared by training and distillation."""
+    parser.add_argument("--low-noise-p", type=float, default=defaults.low_noise_p,
+                        help="share of examples whose noise level is drawn from U(eps, --low-noise-max)")
+    parser.add_argument("--low-noise-max", type=float, default=defaults.low_noise_max)
+    parser.add_argument("--plausible-p", type=float, default=defaults.plausible_p,
+                        help="share of replaced tokens that take another token of the same canvas")
+    parser.add_argument("--self-renoise-p", type=float, default=defaults.self_renoise_p,
+                        help="share of self-conditioned examples renoised with samples of their first pass")
+    parser.add_argument("--sc-noisier-p", type=float, default=defaults.sc_noisier_p,
+                        help="share of self-conditioned examples whose first pass sees a noisier canvas")
+
+
+def recipe_kwargs(args: argparse.Namespace) -> dict:
+    """`RECIPE_KNOBS` from parsed `add_recipe_arguments` options, as TrainConfig keyword arguments."""
+    return {knob: getattr(args, knob) for knob in RECIPE_KNOBS}
+
+
 def main() -> None:
     defaults = TrainConfig()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -412,22 +433,12 @@ def main() -> None:
     parser.add_argument("--add-terms", type=skills.parse_add_terms, default=defaults.add_terms,
                         help="counts of terms an addition draws from, e.g. 2,3 (default: "
                              + ",".join(map(str, defaults.add_terms)) + ")")
-    parser.add_argument("--low-noise-p", type=float, default=defaults.low_noise_p,
-                        help="share of examples whose noise level is drawn from U(eps, --low-noise-max)")
-    parser.add_argument("--low-noise-max", type=float, default=defaults.low_noise_max)
-    parser.add_argument("--plausible-p", type=float, default=defaults.plausible_p,
-                        help="share of replaced tokens that take another token of the same canvas")
-    parser.add_argument("--self-renoise-p", type=float, default=defaults.self_renoise_p,
-                        help="share of self-conditioned examples renoised with samples of their first pass")
-    parser.add_argument("--sc-noisier-p", type=float, default=defaults.sc_noisier_p,
-                        help="share of self-conditioned examples whose first pass sees a noisier canvas")
+    add_recipe_arguments(parser, defaults)
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args()
     cfg = TrainConfig(out=args.out, steps=args.steps, minutes=args.minutes, seed=args.seed,
                       batch_size=args.batch_size, bucket=args.bucket, lr=args.lr, threads=args.threads, init=args.init, mix=args.mix,
-                      low_noise_p=args.low_noise_p, low_noise_max=args.low_noise_max,
-                      plausible_p=args.plausible_p, self_renoise_p=args.self_renoise_p,
-                      sc_noisier_p=args.sc_noisier_p, add_terms=args.add_terms)
+                      add_terms=args.add_terms, **recipe_kwargs(args))
     print(train(cfg, resume=args.resume))
 
 

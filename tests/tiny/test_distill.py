@@ -11,7 +11,7 @@ from dg.sampler import generate_diffusion
 from dg.testing import tiny_model_for
 from dg.tiny import distill, skills
 from dg.tiny.data import make_batch
-from dg.tiny.train import decoder_kwargs, encoder_pass
+from dg.tiny.train import TrainConfig, decoder_kwargs, encoder_pass
 
 
 @pytest.fixture(scope="module")
@@ -94,3 +94,28 @@ def test_sums_of_more_terms_reach_both_the_collected_prompts_and_the_sft_batches
     assert sft.add_terms == (3,)
     assert sft.model.max_new_tokens >= skills.longest_addition_reply(3)  # the budget holds the trace
     assert distill.prompts(distill.DistillConfig(prompts=20, mix=("arithmetic",))) != distill.prompts(cfg)
+
+
+def test_the_sft_batches_follow_the_training_recipe_they_are_given():
+    recipe = TrainConfig(mix=("arithmetic", "sudoku"), low_noise_p=0.3, plausible_p=0.5, self_renoise_p=1.0,
+                         sc_noisier_p=0.7)
+    cfg = distill.DistillConfig(lr=2e-4, minutes=3, batch_size=8, add_terms=(2, 3), train=recipe)
+    sft = distill.sft_config(cfg)
+    assert sft.mix == ("arithmetic", "sudoku")
+    assert (sft.low_noise_p, sft.plausible_p, sft.self_renoise_p, sft.sc_noisier_p) == (0.3, 0.5, 1.0, 0.7)
+    assert (sft.lr, sft.minutes, sft.batch_size, sft.add_terms) == (2e-4, 3, 8, (2, 3))
+    default = distill.sft_config(distill.DistillConfig())
+    assert default.mix == TrainConfig().mix and default.low_noise_p == TrainConfig().low_noise_p
+
+
+def test_the_command_line_passes_the_sft_recipe_through(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(distill, "distill", lambda cfg: seen.setdefault("cfg", cfg))
+    monkeypatch.setattr("sys.argv", ["distill", "--sft-share", "0.5", "--sft-mix", "arithmetic=2,json=1",
+                                     "--low-noise-p", "0.3", "--sc-noisier-p", "0.7", "--add-terms", "2,3"])
+    distill.main()
+    cfg = seen["cfg"]
+    assert cfg.sft_share == 0.5 and cfg.add_terms == (2, 3)
+    sft = distill.sft_config(cfg)
+    assert sorted(sft.mix) == ["arithmetic", "arithmetic", "json"]
+    assert (sft.low_noise_p, sft.sc_noisier_p, sft.add_terms) == (0.3, 0.7, (2, 3))
