@@ -21,8 +21,7 @@ from __future__ import annotations
 import argparse
 import random
 import time
-import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -115,8 +114,8 @@ def prompts(cfg: DistillConfig) -> list[skills.Example]:
 def sft_config(cfg: DistillConfig) -> TrainConfig:
     """The training config of the distillation steps and of its uniform-corruption SFT batches: `cfg.train`'s
     mix and corruption knobs, the distillation's batch size, lr, minutes and terms."""
-    return dataclasses.replace(cfg.train, batch_size=cfg.batch_size, lr=cfg.lr, minutes=cfg.minutes, steps=10**9,
-                               warmup_steps=20, seed=cfg.seed + 7, add_terms=cfg.add_terms)
+    return replace(cfg.train, batch_size=cfg.batch_size, lr=cfg.lr, minutes=cfg.minutes, steps=10**9,
+                   warmup_steps=20, seed=cfg.seed + 7, add_terms=cfg.add_terms)
 
 
 @torch.no_grad()
@@ -232,7 +231,7 @@ def main() -> None:
     cfg = DistillConfig(init=args.init, out=args.out, prompts=args.prompts, minutes=args.minutes,
                         seed=args.seed, lr=args.lr, threads=args.threads, correct=args.correct, mix=args.mix,
                         add_terms=args.add_terms, sft_share=args.sft_share,
-                        train=TrainConfig(mix=args.sft_mix, add_terms=args.add_terms, **recipe_kwargs(args)))
+                        train=TrainConfig(mix=args.sft_mix, **recipe_kwargs(args)))
     print(distill(cfg))
 
 

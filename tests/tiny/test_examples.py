@@ -63,7 +63,7 @@ def test_a_thinking_example_spans_two_canvases_so_block_wise_commits_show(loaded
 
 def test_the_three_term_example_is_right_only_with_its_trace(loaded):
     row = next(r for r in ROWS if r[3] == "arithmetic" and len(re.findall(r"\d+", r[0])) == 3)
-    replies = {thinking: run_with_app_defaults(loaded, row[0], thinking) for thinking in (True, False)}
-    answers = {thinking: decode_reply(loaded.tokenizer, trace.token_ids).answer for thinking, trace in replies.items()}
+    traces = {thinking: run_with_app_defaults(loaded, row[0], thinking) for thinking in (True, False)}
+    answers = {thinking: decode_reply(loaded.tokenizer, trace.token_ids).answer for thinking, trace in traces.items()}
     example = examples.as_example(row)
     assert skills.score(example, answers[True]) and not skills.score(example, answers[False]), answers
