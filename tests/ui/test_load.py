@@ -137,6 +137,9 @@ def test_memory_and_files_stay_flat_over_300_runs_in_100_sessions(url, monkeypat
     monkeypatch.setattr(memory.KEPT, "limit", 2 * 2**20)  # every session's kept runs: 2 MB together
     app = list(files._apps)[-1]  # this module's server
     monkeypatch.setattr(app.state_holder, "capacity", 20)  # memory.MAX_SESSIONS, scaled to this test
+    # Heartbeats every 0.2 s instead of 15: a closed client's heartbeat thread sees its stop at the next one
+    # (close() waits up to a second for it), and the server learns at once that the page went away.
+    monkeypatch.setenv("GRADIO_HEARTBEAT_INTERVAL", "0.2")
     samples = []
     for session in range(100):
         client = Client(url, verbose=False, download_files=False)
