@@ -153,7 +153,7 @@ def targets(result: dict) -> dict[str, bool]:
     per_skill, held = result["skills"], {}
     for name, s in per_skill.items():
         held[f"{name}_acc>={TARGETS['skill_acc']:.0%}"] = s["diffusion_acc"] >= TARGETS["skill_acc"]
-        if name in skills.LONG_SKILLS:
+        if name in skills.LONG_SKILLS or s["thinking"]:  # a reply with its trace is >= 32 tokens too
             held[f"{name}_tpf>={TARGETS['long_skill_tpf']:g}"] = s["tpf"] >= TARGETS["long_skill_tpf"]
     if "sudoku" in per_skill and per_skill["sudoku"]["ar_acc"] is not None:
         held["sudoku_diffusion>=ar"] = per_skill["sudoku"]["diffusion_acc"] >= per_skill["sudoku"]["ar_acc"]

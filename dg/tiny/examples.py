@@ -24,7 +24,7 @@ EXAMPLE_SEED_BASE = 900_000  # held out: training draws seeds >= 1000 in a strea
 # 5-digit numbers) spans two canvases, so block-wise commits show; the second (two 3-digit numbers) fits
 # one. The third adds three numbers, where the trace is what gets the sum right: picked among draws the
 # model answers right with thinking on and wrong with it off (on fresh three-term draws it is right about
-# half the time with the trace and almost never without; the model card has the figures).
+# two times in three with the trace and almost never without; the model card has the figures).
 CHOSEN = (
     ("sudoku", 0, False), ("sudoku", 1, False),
     ("arithmetic", 1, True), ("arithmetic", 4, True), ("arithmetic", 17, True, 3),

@@ -19,7 +19,8 @@ Five skills, each chosen to show one thing about diffusion decoding:
               in the prompt.
 
 Every answer is a function of the prompt (and image), so a tiny model can reach ≥ 90 % accuracy.
-`LONG_SKILLS` have answers of ≥ 32 tokens (with thinking on, the arithmetic reply is that long too);
+`LONG_SKILLS` have answers of ≥ 32 tokens (with thinking on, the arithmetic reply is that long too, and
+the eval holds it to the same TPF target);
 every reply fits one 64-token canvas except thinking-mode arithmetic on 4- and 5-digit numbers, which
 spans two, so the block-wise commits of the sampler show.
 `Example.thought` is non-empty exactly when the example is in thinking mode.

@@ -120,6 +120,19 @@ def test_the_thinking_gain_target_is_measured_on_the_sums_of_the_most_terms():
     assert "Sums of three numbers, all digit counts (8 problems): thinking on 88%, off 62%, gain +25%" in text
 
 
+def test_long_replies_are_held_to_the_tpf_target_and_a_trace_counts_as_one():
+    skill = {"n": 4, "diffusion_acc": 1.0, "ar_acc": 1.0, "effective_steps": 2.0, "nfe": 3.0, "ar_nfe": 9.0}
+    result = {"skills": {"json": {**skill, "thinking": False, "tpf": 12.5},
+                         "picture": {**skill, "thinking": False, "tpf": 4.0},
+                         "arithmetic": {**skill, "thinking": True, "tpf": 11.9}},
+              "mean_tpf": 9.5, "arithmetic_rows": {}}
+    held = tiny_eval.targets(result)
+    assert held["json_tpf>=12"] is True and held["arithmetic_tpf>=12"] is False
+    assert "picture_tpf>=12" not in held  # short answers: TPF is bounded by half the reply
+    result["skills"]["arithmetic"]["thinking"] = False  # answered directly, a sum is a few tokens
+    assert "arithmetic_tpf>=12" not in tiny_eval.targets(result)
+
+
 def test_eval_is_deterministic_in_its_seed(loaded):
     cfg = tiny_eval.EvalConfig(seed=3, n=2, skills=("json", "sudoku"), ar=False, threads=1)
     assert tiny_eval.evaluate(cfg, loaded=loaded) == tiny_eval.evaluate(cfg, loaded=loaded)
