@@ -19,12 +19,12 @@ from dg.tiny import skills
 
 EXAMPLE_SEED_BASE = 900_000  # held out: training draws seeds >= 1000 in a stream far below this
 # (skill, draw, thinking[, terms]): every skill and every picture question, held-out draws (with the app's
-# defaults the shipped model answers the first 20 draws of every skill right but two of the 20 additions,
-# draws 6 and 10; its accuracy on fresh draws is the model card's); the first arithmetic trace (two
-# 5-digit numbers) spans two canvases, so block-wise commits show; the second (two 3-digit numbers) fits
-# one. The third adds three numbers, where the trace is what gets the sum right: picked among draws the
-# model answers right with thinking on and wrong with it off (on fresh three-term draws it is right about
-# two times in three with the trace and almost never without; the model card has the figures).
+# defaults the shipped model answers the first 20 draws of every skill right but one of the 20 additions,
+# draw 6; its accuracy on fresh draws is the model card's); the first arithmetic trace (two 5-digit
+# numbers) spans two canvases, so block-wise commits show; the second (two 3-digit numbers) fits one. The
+# third adds three numbers, where the trace is what gets the sum right: picked among draws the model
+# answers right with thinking on and wrong with it off (on fresh three-term draws it is right about three
+# times in four with the trace and seldom without; the model card has the figures).
 CHOSEN = (
     ("sudoku", 0, False), ("sudoku", 1, False),
     ("arithmetic", 1, True), ("arithmetic", 4, True), ("arithmetic", 17, True, 3),
