@@ -26,6 +26,7 @@ for bit), but they follow the same distribution.
 """
 
 import os
+from contextlib import nullcontext
 
 import torch
 import triton
@@ -39,6 +40,10 @@ MAX_SEED = 2**63 - 1
 # Philox counters: the Gumbel noise of row r uses [r * K, (r + 1) * K), K ~ V / 4 < 2**31, all below 2**62;
 # the renoise tokens use 2**62 + b * C + i, so the two never share a counter.
 NOISE_COUNTER_BASE = 2**62
+# Triton specialises an integer argument on its value (== 1, divisible by 16): a fresh seed every call would
+# compile a second variant of a kernel (seconds) at about one call in 16. The seed is the only integer that
+# changes from call to call (the others follow the shape); `draw_seed` keeps it below 2**31, so it is always i32.
+PER_CALL_INTEGERS = ("seed",)
 
 # ---------------------------------------------------------------------------------------------
 # 1. Reference.
@@ -132,7 +137,7 @@ def _online_update(
     return m_new, s, t, best, best_idx, gumbel_best, gumbel_idx
 
 
-@triton.jit
+@triton.jit(do_not_specialize=PER_CALL_INTEGERS)
 def _vocab_pass_kernel(
     logits_ptr, scaled_ptr, temperature_ptr, partial_f32_ptr, partial_i32_ptr,
     seed, n_rows, vocab_size, tiles_per_split,
@@ -241,7 +246,7 @@ def _merge_splits_kernel(
     tl.store(sampled_ptr + rows, gumbel_idx.to(tl.int64), mask=row_ok)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=PER_CALL_INTEGERS)
 def _accept_renoise_kernel(
     entropy_ptr, sampled_ptr, accepted_ptr, next_canvas_ptr, seed, noise_counter_base,
     canvas_length, vocab_size, entropy_bound,
@@ -288,6 +293,12 @@ def _check_device(tensor: torch.Tensor) -> None:
         raise RuntimeError(
             f"the Triton sampling path needs CUDA tensors (or TRITON_INTERPRET=1 on CPU), got {tensor.device}"
         )
+
+
+def _device_guard(device: torch.device):
+    """Launch on the tensors' GPU: Triton launches on the *current* CUDA device, so a tensor on cuda:1
+    read by a kernel launched on cuda:0 is an illegal address."""
+    return torch.cuda.device(device) if device.type == "cuda" else nullcontext()
 
 
 def _rows_per_program(n_rows: int, block_v: int, device: torch.device) -> int:
@@ -356,18 +367,19 @@ def vocab_pass(
     partial_f32 = torch.empty((5, n_splits, n_rows), dtype=torch.float32, device=logits.device)
     partial_i32 = torch.empty((2, n_splits, n_rows), dtype=torch.int32, device=logits.device)
     grid = (triton.cdiv(n_rows, rows_per_program), n_splits)
-    _vocab_pass_kernel[grid](
-        logits, scaled, temperature, partial_f32, partial_i32, seed, n_rows, vocab_size,
-        tiles_per_split, ROWS=rows_per_program, BLOCK_V=block_v,
-        ROUND_BF16=logits.dtype == torch.bfloat16, FAST_LOG2=logits.is_cuda, num_warps=8 if block_v >= 2048 else 4,
-    )
     entropy = torch.empty((batch_size, canvas_length), dtype=torch.float32, device=logits.device)
     argmax = torch.empty((batch_size, canvas_length), dtype=torch.int64, device=logits.device)
     sampled = torch.empty_like(argmax)
     block_r = min(1024, triton.next_power_of_2(n_rows))
-    _merge_splits_kernel[(triton.cdiv(n_rows, block_r),)](
-        partial_f32, partial_i32, entropy, argmax, sampled, n_rows, n_splits, BLOCK_R=block_r
-    )
+    with _device_guard(logits.device):
+        _vocab_pass_kernel[grid](
+            logits, scaled, temperature, partial_f32, partial_i32, seed, n_rows, vocab_size,
+            tiles_per_split, ROWS=rows_per_program, BLOCK_V=block_v, ROUND_BF16=logits.dtype == torch.bfloat16,
+            FAST_LOG2=logits.is_cuda, num_warps=8 if block_v >= 2048 else 4,
+        )
+        _merge_splits_kernel[(triton.cdiv(n_rows, block_r),)](
+            partial_f32, partial_i32, entropy, argmax, sampled, n_rows, n_splits, BLOCK_R=block_r
+        )
     return scaled, entropy, argmax, sampled
 
 
@@ -385,6 +397,8 @@ def accept_and_renoise(
         raise TypeError(f"entropy must be float32 and sampled int64, got {entropy.dtype} and {sampled.dtype}")
     if not (entropy.is_contiguous() and sampled.is_contiguous()):
         raise ValueError("entropy and sampled must be contiguous")
+    if entropy.device != sampled.device:
+        raise ValueError(f"entropy and sampled must be on one device, got {entropy.device} and {sampled.device}")
     if entropy_bound < 0:
         raise ValueError(f"entropy_bound must be >= 0, got {entropy_bound}")
     _check_device(entropy)
@@ -392,10 +406,11 @@ def accept_and_renoise(
     accepted = torch.empty((batch_size, canvas_length), dtype=torch.uint8, device=entropy.device)
     next_canvas = torch.empty_like(sampled)
     block = min(64, triton.next_power_of_2(canvas_length))  # (64, 64) comparisons per inner step
-    _accept_renoise_kernel[(batch_size, triton.cdiv(canvas_length, block))](
-        entropy, sampled, accepted, next_canvas, seed, NOISE_COUNTER_BASE, canvas_length,
-        vocab_size, float(entropy_bound), BLOCK_I=block, BLOCK_J=block,
-    )
+    with _device_guard(entropy.device):
+        _accept_renoise_kernel[(batch_size, triton.cdiv(canvas_length, block))](
+            entropy, sampled, accepted, next_canvas, seed, NOISE_COUNTER_BASE, canvas_length,
+            vocab_size, float(entropy_bound), BLOCK_I=block, BLOCK_J=block,
+        )
     return accepted.view(torch.bool), next_canvas
 
 

@@ -249,3 +249,35 @@ def test_the_sampler_runs_end_to_end_on_the_fused_step():
     first, reference = fused.steps[0], traces["torch"][0].steps[0]
     assert (first.argmax == reference.argmax).all()
     assert abs(first.entropy - reference.entropy).max() < 1e-4
+
+
+def _unspecialized(kernel) -> tuple:
+    """The arguments a kernel is declared not to specialise on (compiled JITFunction or interpreter wrapper)."""
+    names = kernel.do_not_specialize if hasattr(kernel, "do_not_specialize") else kernel.kwargs["do_not_specialize"]
+    return tuple(names)
+
+
+@pytest.mark.parametrize("kernel", ["_vocab_pass_kernel", "_accept_renoise_kernel"])
+def test_a_fresh_seed_never_compiles_another_kernel_variant(kernel):
+    assert "seed" in _unspecialized(getattr(fused_sampling, kernel))
+
+
+def test_every_launch_is_guarded_by_the_device_of_its_tensors(monkeypatch):
+    guarded = []
+    real_guard = fused_sampling._device_guard
+
+    def recording_guard(device):
+        guarded.append(torch.device(device))
+        return real_guard(device)
+
+    monkeypatch.setattr(fused_sampling, "_device_guard", recording_guard)
+    logits = _logits(1, 7, 300, torch.float32)
+    fused_sampling.sample_step_triton(logits, TEMPERATURE, torch.zeros(1, 7, dtype=torch.long, device=DEVICE), 0.1,
+                                      seed=5)
+    assert guarded == [logits.device, logits.device]  # the vocabulary pass (and its merge), then acceptance
+
+
+def test_the_device_guard_makes_the_tensors_gpu_current():
+    guard = fused_sampling._device_guard(torch.device("cuda", 1))  # built without touching CUDA
+    assert isinstance(guard, torch.cuda.device) and guard.idx == 1
+    assert not isinstance(fused_sampling._device_guard(torch.device("cpu")), torch.cuda.device)
