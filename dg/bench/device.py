@@ -5,7 +5,8 @@
 Random weights never settle, so every canvas runs exactly `steps` denoising steps (the confidence
 threshold is set below any reachable mean entropy); EOS is disabled so every run fills the same
 number of canvases. The model is built on the meta device and materialised on the GPU with the
-checkpoint's own initialisers (seconds, instead of minutes of CPU init and a 50 GB copy).
+checkpoint's own initialisers (seconds, instead of minutes of CPU init and a 50 GB copy); every weight the
+encoder and decoder share is allocated once (`allocate_once`).
 
 Each diffusion run is timed twice: once plain (ms/step, tokens/s), once with the device drained
 around every phase of a step (decoder forward, sampling, recording), which splits a step's time at
@@ -79,13 +80,39 @@ def require_cuda(what: str = "--device-check", instead: str = "drop --device-che
     return torch.device("cuda")
 
 
+def allocate_once(model, device) -> int:
+    """Give every parameter and buffer of a meta-built model storage on `device`, once per tensor however
+    many modules share it; returns the bytes allocated.
+
+    `Module.to_empty` allocates per module, so every weight the encoder and decoder share (and the tied
+    lm_head) would get a copy of its own until `tie_weights()` runs: 51.4 B parameters at the release's
+    size instead of 25.4 B, 95.7 GiB of bf16 at the peak instead of 47.3 GiB.
+    """
+    done = {}  # id(meta tensor) -> (meta tensor, its allocation); the meta tensor is kept so its id stays unique
+    allocated = 0
+    for module in model.modules():
+        for table in (module._parameters, module._buffers):
+            for name, tensor in table.items():
+                if tensor is None:
+                    continue
+                if id(tensor) not in done:
+                    data = torch.empty_like(tensor, device=device)
+                    if isinstance(tensor, torch.nn.Parameter):
+                        data = torch.nn.Parameter(data, requires_grad=tensor.requires_grad)
+                    done[id(tensor)] = (tensor, data)
+                    allocated += data.numel() * data.element_size()
+                table[name] = done[id(tensor)][1]
+    return allocated
+
+
 def materialise(config, device, dtype=torch.bfloat16, seed: int = 0):
-    """Build on the meta device, allocate on `device`, run the model's own initialisers there."""
+    """Build on the meta device, allocate on `device` (each shared weight once), run the model's own
+    initialisers there."""
     from transformers import DiffusionGemmaForBlockDiffusion
 
     with torch.device("meta"):
         model = DiffusionGemmaForBlockDiffusion._from_config(config, dtype=dtype)
-    model.to_empty(device=device)
+    allocate_once(model, device)
     torch.manual_seed(seed)
     model.initialize_weights()
     for module in model.modules():  # transformers 5.23's _init_weights skips the encoder layers' scalar

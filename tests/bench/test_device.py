@@ -57,3 +57,40 @@ def test_meta_materialised_model_has_the_buffers_of_a_normally_built_one():
     for name, value in reference.named_buffers():
         assert torch.equal(buffers[name], value), name
     assert model.lm_head.weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
+
+
+def _unique_bytes(model) -> int:
+    tensors = {id(t): t for t in (*model.parameters(), *model.buffers())}  # parameters() already drops shared ones
+    return sum(t.numel() * t.element_size() for t in tensors.values())
+
+
+def test_a_release_shaped_model_allocates_each_shared_weight_once():
+    from transformers import DiffusionGemmaForBlockDiffusion
+
+    from dg.bench.device import allocate_once, release_config
+
+    with torch.device("meta"):
+        model = DiffusionGemmaForBlockDiffusion._from_config(release_config(), dtype=torch.bfloat16)
+    unique = _unique_bytes(model)
+    every_name = sum(p.numel() for _, p in model.named_parameters(remove_duplicate=False))
+    assert every_name > 1.9 * sum(p.numel() for p in model.parameters())  # the encoder and decoder share most weights
+    assert allocate_once(model, "meta") == unique  # 47.3 GiB of bf16, not twice that
+    assert _unique_bytes(model) == unique
+    assert model.lm_head.weight is model.model.decoder.embed_tokens.weight
+    assert model.model.encoder.language_model.layers[0].self_attn.q_proj.weight \
+        is model.model.decoder.layers[0].self_attn.q_proj.weight
+
+
+def test_materialised_weights_share_storage_exactly_where_the_built_model_shares_them():
+    from transformers import DiffusionGemmaForBlockDiffusion
+
+    config = tiny_config()
+    reference = DiffusionGemmaForBlockDiffusion(config)
+    groups = {}
+    for name, p in reference.named_parameters(remove_duplicate=False):
+        groups.setdefault(id(p), []).append(name)
+    model = materialise(config, "cpu", torch.float32)
+    params = dict(model.named_parameters(remove_duplicate=False))
+    pointers = {names[0]: {params[n].data_ptr() for n in names} for names in groups.values()}
+    assert all(len(ptrs) == 1 for ptrs in pointers.values())  # shared in the built model: one storage here
+    assert len({next(iter(ptrs)) for ptrs in pointers.values()}) == len(groups)  # and nothing else shares
