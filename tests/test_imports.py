@@ -1,5 +1,6 @@
-"""The layout is the architecture: dg/ has no import cycles, and the core never reaches up into the UI,
-the views or the benchmarks, nor into gradio or plotly.
+"""The layout is the architecture: dg/ has no import cycles; the core never reaches up into the engine, the
+UI, the views or the benchmarks, nor into gradio or plotly; the engine (dg/engine/) imports neither gradio nor
+plotly nor the UI; the views never import gradio, the UI or the engine; dg/ui/ holds only Gradio modules.
 
 Read from the source with `ast` (imports inside functions count too), so a lazy import cannot hide an
 edge; then the core is imported for real with gradio and plotly made unimportable.
@@ -12,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DG = ROOT / "dg"
-UPPER = ("dg.ui", "dg.view", "dg.bench")  # the layers above the core
+UPPER = ("dg.engine", "dg.ui", "dg.view", "dg.bench")  # the layers above the core
 FRONT_ENDS = ("gradio", "plotly")
 
 
@@ -78,7 +79,7 @@ def core_modules() -> list[Path]:
 
 def test_the_import_graph_of_dg_has_no_cycles():
     graph = import_graph()
-    assert len(graph) > 30 and "dg.sampler" in graph["dg.ui.host"]  # the graph is read, not empty
+    assert len(graph) > 30 and "dg.sampler" in graph["dg.engine.worker"]  # the graph is read, not empty
     assert cycles(graph) == []
 
 
@@ -86,7 +87,7 @@ def test_a_cycle_is_found_when_there_is_one():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-def test_the_core_never_imports_the_ui_the_views_the_benchmarks_gradio_or_plotly():
+def test_the_core_never_imports_the_engine_the_ui_the_views_the_benchmarks_gradio_or_plotly():
     offences = {}
     for path in core_modules():
         bad = {n for n in imported_names(path) if n.startswith(UPPER) or n.split(".")[0] in FRONT_ENDS}
@@ -95,15 +96,44 @@ def test_the_core_never_imports_the_ui_the_views_the_benchmarks_gradio_or_plotly
     assert offences == {}
 
 
-def test_the_views_and_the_run_machinery_never_import_gradio():
-    quiet = [*(DG / "view").glob("*.py"), *(DG / "ui" / name for name in ("runs.py", "race.py", "session.py"))]
-    offences = {module_name(p): sorted(n for n in imported_names(p) if n.split(".")[0] == "gradio") for p in quiet}
-    assert {m: bad for m, bad in offences.items() if bad} == {}
-    assert not any(n.startswith("dg.ui") for p in (DG / "view").glob("*.py") for n in imported_names(p))
+def offences(folder: str, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
+    """Module of dg/`folder` → the names it imports that are one of `forbidden` (a top-level package such as
+    "gradio", or a dg layer such as "dg.ui") or lie inside one."""
+    found = {}
+    for path in sorted((DG / folder).glob("*.py")):
+        bad = {n for n in imported_names(path) if any(n == f or n.startswith(f"{f}.") for f in forbidden)}
+        if bad:
+            found[module_name(path)] = sorted(bad)
+    return found
 
 
-def test_the_core_imports_with_gradio_and_plotly_unavailable():
-    names = [module_name(p) for p in core_modules() if p.name not in ("__init__.py", "__main__.py", "fused_sampling.py")]
+def test_the_engine_imports_neither_gradio_nor_plotly_nor_the_ui_nor_the_benchmarks():
+    assert len(list((DG / "engine").glob("*.py"))) > 5  # the folder is read, not empty
+    assert offences("engine", (*FRONT_ENDS, "dg.ui", "dg.bench")) == {}
+
+
+def test_the_views_import_neither_gradio_nor_the_ui_nor_the_engine():
+    assert offences("view", ("gradio", "dg.ui", "dg.engine", "dg.bench")) == {}
+
+
+def test_the_ui_holds_only_gradio_modules():
+    plain = [module_name(p) for p in sorted((DG / "ui").glob("*.py"))
+             if p.name != "__init__.py" and not any(n.split(".")[0] == "gradio" for n in imported_names(p))]
+    assert plain == []
+
+
+def test_a_forbidden_import_is_found_and_a_longer_name_that_shares_its_start_is_not(tmp_path, monkeypatch):
+    (tmp_path / "dg" / "layer").mkdir(parents=True)
+    (tmp_path / "dg" / "layer" / "a.py").write_text("import gradio_client\nfrom dg.uix import y\nfrom dg.ui import z\n")
+    monkeypatch.setattr(sys.modules[__name__], "DG", tmp_path / "dg")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert offences("layer", ("gradio", "dg.ui")) == {"dg.layer.a": ["dg.ui", "dg.ui.z"]}
+
+
+def test_the_core_and_the_engine_import_with_gradio_and_plotly_unavailable():
+    engine = sorted((DG / "engine").glob("*.py"))
+    names = [module_name(p) for p in [*core_modules(), *engine]
+             if p.name not in ("__init__.py", "__main__.py", "fused_sampling.py")]
     blocked = "; ".join(f"sys.modules[{m!r}] = None" for m in FRONT_ENDS)
     code = f"import importlib, sys; {blocked}; [importlib.import_module(m) for m in {names!r}]"
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)

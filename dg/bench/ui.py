@@ -5,7 +5,7 @@ gradio_client, and times every streamed update as it arrives. The same run (same
 seed) also runs headless through dg.sampler in this process, alternating with the UI runs; the
 sampler's own wall time (RunEnd.t, from the trace JSON the UI returns) is compared with the headless
 one. Bars: first canvas frame ≤ 0.5 s after submit, ≥ 10 frames/s, UI run ≤ 10 % slower. The server
-runs the model in its worker process, as `python app.py` does (dg.ui.host); `--in-process` measures the
+runs the model in its worker process, as `python app.py` does (dg.engine.worker); `--in-process` measures the
 server with the model in a thread of its own process instead.
 
     python -m dg.bench.ui [--model DIR] [--prompt "What is 2487 + 3356?"] [--thinking] [--repeats 3] [--browser]
@@ -44,7 +44,7 @@ from dg.prompts import build_inputs
 from dg.sampler import generate_diffusion
 from dg.trace import Trace
 from dg.ui.app import free_port
-from dg.ui.runs import share_cpu
+from dg.engine.runs import share_cpu
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 CANVAS_FRAME = re.compile(r"step \d+ · showing")  # a drawn step, not the "waiting" placeholder

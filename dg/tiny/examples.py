@@ -4,6 +4,8 @@ Each shipped example is a held-out draw of a skill generator (seeds far from tra
 reference answer is the skill's own; pictures are saved next to `examples.json`. Rows read
 [prompt, image file or null, thinking, skill, reference answer]; the "general" group holds prompts for
 the released model (no reference: the tiny model cannot answer them, and the app says so).
+`load_rows` is the one reader of the file (`ExampleRow` per row); `SkillExamples` finds a run's example
+and checks its reply with the skill's own scorer (✓/✗ in the app).
 
     python -m dg.tiny.examples --out assets/examples     # rewrite the "tiny" group and its pictures
 """
@@ -12,10 +14,33 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
+from dg.prompts import decode_reply
 from dg.tiny import skills
+
+EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "assets" / "examples"
+SKILL_GROUP = "tiny"  # the group whose rows carry a skill and a reference answer
+
+
+class ExampleRow(NamedTuple):
+    """One row of examples.json, in the file's order."""
+
+    prompt: str
+    image: str | None  # a picture's file name in the examples folder
+    thinking: bool
+    skill: str | None  # None in the "general" group: prompts for the released model
+    answer: str | None  # the skill's reference answer
+
+
+def load_rows(folder: Path = EXAMPLES_DIR) -> dict[str, tuple[ExampleRow, ...]]:
+    """examples.json as typed rows per group (the file's "_comment" left out): the one reader of the file."""
+    groups = json.loads((Path(folder) / "examples.json").read_text())
+    return {name: tuple(ExampleRow(*row) for row in rows) for name, rows in groups.items() if name != "_comment"}
 
 EXAMPLE_SEED_BASE = 900_000  # held out: training draws seeds >= 1000 in a stream far below this
 # (skill, draw, thinking[, terms]): every skill and every picture question, held-out draws (with the app's
@@ -33,9 +58,9 @@ CHOSEN = (
     ("story", 0, False), ("story", 2, False), ("story", 13, False),
 )
 GENERAL = (
-    ["Explain in three sentences how a diffusion language model writes text.", None, False, None, None],
-    ["Write a Python function that checks whether a number is prime.", None, False, None, None],
-    ["A train leaves at 14:05 and arrives at 17:40. How long is the trip?", None, True, None, None],
+    ExampleRow("Explain in three sentences how a diffusion language model writes text.", None, False, None, None),
+    ExampleRow("Write a Python function that checks whether a number is prime.", None, False, None, None),
+    ExampleRow("A train leaves at 14:05 and arrives at 17:40. How long is the trip?", None, True, None, None),
 )
 
 
@@ -50,10 +75,48 @@ def _draw(skill: str, draw: int, thinking: bool, terms: int | None = None) -> sk
                                add_terms=add_terms)
 
 
-def as_example(row: list) -> skills.Example:
+def as_example(row: ExampleRow) -> skills.Example:
     """A "tiny" row back as a scoreable `Example` (no image object: the scorer reads text only)."""
-    prompt, _image, thinking, skill, answer = row
-    return skills.Example(skill, prompt, answer, "…" if thinking else "", None, target=answer)
+    return skills.Example(row.skill, row.prompt, row.answer, "…" if row.thinking else "", None, target=row.answer)
+
+
+@dataclass(frozen=True)
+class Check:
+    """A reply against its example: the reference answer and whether the skill's scorer accepts the reply."""
+
+    reference: str
+    correct: bool
+
+
+@dataclass(frozen=True)
+class SkillExamples:
+    """The skill group's rows: which example a run's prompt is, and whether its reply is right."""
+
+    rows: tuple[ExampleRow, ...]
+
+    @classmethod
+    def load(cls, folder: Path = EXAMPLES_DIR) -> "SkillExamples":
+        return cls(load_rows(folder).get(SKILL_GROUP, ()))
+
+    def find(self, prompt: str, image=None) -> ExampleRow | None:
+        """The example row with this prompt and picture (the picture by file name: the app hands the
+        example's file over under its own name), else None."""
+        name = os.path.basename(str(image)) if image else None
+        return next((row for row in self.rows if row.prompt == (prompt or "").strip() and row.image == name), None)
+
+    def check(self, prompt: str, image, trace, tokenizer) -> Check | None:
+        """The finished run's answer (thought stripped) against the example it answers; None when the
+        prompt is no skill example."""
+        row = self.find(prompt, image)
+        if row is None or trace.start is None:
+            return None
+        answer = decode_reply(tokenizer, trace.token_ids).answer
+        return Check(row.answer, skills.score(as_example(row), answer))
+
+    def race_prompt(self, fallback: str = "Write a short story about a bear.") -> str:
+        """The first long-answer skill example without a picture: a race diffusion should win (a whole
+        canvas of tokens per few steps against one token per forward)."""
+        return next((row.prompt for row in self.rows if row.skill in skills.LONG_SKILLS and not row.image), fallback)
 
 
 def write(out: Path) -> dict:
@@ -66,13 +129,13 @@ def write(out: Path) -> dict:
             pictures += 1
             image = f"picture-{pictures}.png"
             ex.image.save(out / image)
-        rows.append([ex.prompt, image, bool(ex.thought), ex.skill, ex.answer])
+        rows.append(ExampleRow(ex.prompt, image, bool(ex.thought), ex.skill, ex.answer))
     groups = {
         "_comment": ("Examples of the app: [prompt, image file in this folder or null, thinking, skill, "
                      "reference answer]. 'tiny' is written by `python -m dg.tiny.examples` (held-out draws "
                      "of dg/tiny/skills.py); 'general' needs the released model."),
         "tiny": rows,
-        "general": [list(r) for r in GENERAL],
+        "general": list(GENERAL),
     }
     (out / "examples.json").write_text(json.dumps(groups, indent=2, ensure_ascii=False) + "\n")
     return groups
@@ -80,11 +143,11 @@ def write(out: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[2] / "assets" / "examples")
+    parser.add_argument("--out", type=Path, default=EXAMPLES_DIR)
     args = parser.parse_args()
     groups = write(args.out)
     for row in groups["tiny"]:
-        print(f"{row[3]:>10}  {row[0]}  →  {row[4]}")
+        print(f"{row.skill:>10}  {row.prompt}  →  {row.answer}")
 
 
 if __name__ == "__main__":

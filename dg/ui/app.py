@@ -4,7 +4,7 @@
 its own components and wires them to dg; `serve` starts it on a free local port (tests, benchmarks).
 `main` honours Gradio's GRADIO_SERVER_PORT / GRADIO_SERVER_NAME (--port / --host override them);
 without either it takes 7860 or the next free port, and prints the URL. `main` runs the model in one
-worker process that serves every run (dg.ui.host: the sampler never waits on the server's GIL);
+worker process that serves every run (dg.engine.worker: the sampler never waits on the server's GIL);
 `--in-process` keeps it in a thread of the server's process, as `build_app` and `serve` do by default.
 
     python app.py [--model DIR_OR_ID] [--ar-model DIR_OR_ID] [--port N] [--host ADDR] [--share] [--in-process]
@@ -18,11 +18,12 @@ from contextlib import contextmanager
 import gradio as gr
 import torch
 
-from dg.ui import files, generate_tab, learn_tab, race, race_tab
+from dg.engine import files, race
+from dg.ui import generate_tab, learn_tab, race_tab
 from dg.ui.common import Shared, guard_inputs
-from dg.ui.host import Hosted, load_hosted
-from dg.ui.memory import MAX_SESSIONS
-from dg.ui.runs import share_cpu
+from dg.engine.worker import Hosted, load_hosted
+from dg.engine.memory import MAX_SESSIONS
+from dg.engine.runs import share_cpu
 
 MAX_UPLOAD = "20mb"
 LAUNCH = dict(max_file_size=MAX_UPLOAD, state_session_capacity=MAX_SESSIONS)  # past it Gradio drops the oldest
@@ -33,7 +34,7 @@ PRESENTER_JS = "(on) => { document.body.classList.toggle('dg-presenter', on); }"
 def build_app(loaded, ar_model=None, concurrency: int = 64) -> gr.Blocks:
     """The whole demo on one loaded DiffusionGemma (and an optional separate AR model), queue enabled.
 
-    `concurrency` bounds the open events per listener; the model itself is shared by dg.ui.turns,
+    `concurrency` bounds the open events per listener; the model itself is shared by dg.engine.turns,
     whose line shows a waiting user their place (Gradio's own queue would not show it in the page)."""
     files.private_cache()  # Gradio's copies and uploads go to the private, bounded folder
     with gr.Blocks(title="DiffusionGemma, step by step") as demo:
@@ -61,7 +62,7 @@ def free_port() -> int:
 @contextmanager
 def serve(loaded, ar_model=None, *, in_process: bool = True):
     """The app on a free local port, in this process; yields its URL and closes it afterwards.
-    `in_process=False`: the model runs in a worker process loaded from `loaded.source` (dg.ui.host),
+    `in_process=False`: the model runs in a worker process loaded from `loaded.source` (dg.engine.worker),
     closed with the app."""
     threads = torch.get_num_threads()
     hosted = None if in_process else load_hosted(loaded.source, loaded.device)

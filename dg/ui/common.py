@@ -8,7 +8,6 @@ the page goes away, and tells the user when a run failed or was stopped.
 """
 
 import inspect
-import json
 import logging
 import math
 import re
@@ -20,10 +19,10 @@ from pathlib import Path
 import gradio as gr
 
 from dg.config import KNOBS
-from dg.ui import runs
-from dg.ui.examples import EXAMPLES_DIR
-from dg.ui.runs import DEFAULT_FPS, LiveRun, Sessions, awatch, prepare_run
-from dg.ui.session import History
+from dg.engine import runs
+from dg.engine.runs import DEFAULT_FPS, LiveRun, Sessions, awatch, prepare_run
+from dg.engine.session import History
+from dg.tiny.examples import EXAMPLES_DIR, load_rows
 
 FPS = DEFAULT_FPS  # live frames per second at most; the replay keeps every step
 RUNS_TTL_S = 6 * 3600  # a session's replays are dropped this long after its last change
@@ -34,9 +33,8 @@ LOG = logging.getLogger("dg.ui")
 def load_examples(folder: Path = EXAMPLES_DIR) -> dict[str, list]:
     """examples.json as Gradio example rows: [prompt, image path or None, thinking] per group (the skill
     and reference answer that follow in the file are for checking replies)."""
-    groups = json.loads((folder / "examples.json").read_text())
-    return {name: [[prompt, str(folder / image) if image else None, thinking] for prompt, image, thinking, *_ in rows]
-            for name, rows in groups.items() if name != "_comment"}
+    return {name: [[r.prompt, str(folder / r.image) if r.image else None, r.thinking] for r in rows]
+            for name, rows in load_rows(folder).items()}
 
 
 @dataclass
@@ -110,13 +108,13 @@ def refused_input():
 
 
 def prepare(loaded, prompt, image, thinking, seed, knobs) -> tuple:
-    """`dg.ui.runs.prepare_run` on the sliders' values, in order of `KNOBS`; bad input → gr.Error."""
+    """`dg.engine.runs.prepare_run` on the sliders' values, in order of `KNOBS`; bad input → gr.Error."""
     with refused_input():
         return prepare_run(loaded, prompt, image, thinking, seed, dict(zip(KNOB_NAMES, knobs)))
 
 
 def vary(loaded, inputs, config, knob, value):
-    """`dg.ui.runs.vary`: A/B's B config, held to the knob ranges and the context check; bad input → gr.Error."""
+    """`dg.engine.runs.vary`: A/B's B config, held to the knob ranges and the context check; bad input → gr.Error."""
     with refused_input():
         return runs.vary(loaded, inputs, config, knob, value)
 

@@ -1,7 +1,7 @@
 """The Generate tab: prompt and settings, the live canvas, the replay and inspector, A/B, plots.
 
-A run streams into the canvas while it denoises (dg.ui.runs in a background thread), at the pace the
-presenter set (dg.ui.pace: the sampler keeps its speed, the drawing slows down); when it ends it joins
+A run streams into the canvas while it denoises (dg.engine.runs in a background thread), at the pace the
+presenter set (dg.engine.pace: the sampler keeps its speed, the drawing slows down); when it ends it joins
 the session's history, the replay slider (run steps 1 … N, as every label counts) and the run picker
 reach every step of it, a skill example's reply is checked against its reference answer, and a
 chained event draws its four plots.
@@ -20,11 +20,12 @@ from dg.prompts import open_image
 from dg.trace import Trace
 from dg.ui.common import (KNOB_NAMES, Shared, load_examples, named, picker, prepare, session_id,
                           stream, vary)
-from dg.ui.examples import Reference
-from dg.ui.pace import MAX_PACE_MS, Pace
-from dg.ui.runs import LiveRun, diffusion_run, waiting_message
-from dg.ui.session import KeptRun, compare_table, scratch_dir, summary
+from dg.tiny.examples import SkillExamples
+from dg.engine.pace import MAX_PACE_MS, Pace
+from dg.engine.runs import LiveRun, diffusion_run, waiting_message
+from dg.engine.session import KeptRun, scratch_dir
 from dg.view import export, plots, render
+from dg.view.tables import compare_table, summary
 from dg.view.theme import CSS
 
 PLAY_INTERVAL_S = 0.125  # replay speed: eight steps a second
@@ -110,7 +111,7 @@ def build(loaded, shared: Shared) -> GenerateTab:
             views = _view_column(loaded)
             ab = _ab_box()
     results = _results(ab)
-    reference = Reference.load()
+    reference = SkillExamples.load()
     _wire_generate(loaded, shared, reference, inputs, views, results)
     _wire_replay(loaded, shared, reference, views, results)
     _wire_ab(loaded, shared, inputs, views, results)
@@ -222,7 +223,7 @@ def run_meta(loaded, prompt, image, thinking, seed) -> dict:
             "seed": seed, "model": model}
 
 
-def text_and_check(kept: KeptRun, tokenizer, reference: Reference) -> str:
+def text_and_check(kept: KeptRun, tokenizer, reference: SkillExamples) -> str:
     """The run's text, and for a skill example its reference answer with ✓ or ✗."""
     check = reference.check(kept.meta.get("prompt", ""), kept.meta.get("image"), kept.trace, tokenizer)
     html = render.text_view_html(kept.trace, tokenizer)
@@ -258,7 +259,7 @@ def _live_status(run: LiveRun, frame: Trace, shown: Trace, pace: Pace) -> str:
             f"(the sampler is {where}; Stop ends the slow motion)")
 
 
-def _wire_generate(loaded, shared: Shared, reference: Reference, inputs: Inputs, views: Views,
+def _wire_generate(loaded, shared: Shared, reference: SkillExamples, inputs: Inputs, views: Views,
                    results: Results) -> None:
     tok = loaded.tokenizer
 
@@ -314,7 +315,7 @@ def _wire_generate(loaded, shared: Shared, reference: Reference, inputs: Inputs,
                        api_visibility="private").then(api_visibility="private", **plot_io)
 
 
-def _wire_replay(loaded, shared: Shared, reference: Reference, views: Views, results: Results) -> None:
+def _wire_replay(loaded, shared: Shared, reference: SkillExamples, views: Views, results: Results) -> None:
     """The slider counts run steps from 1, as the canvas label and the plots do."""
     tok = loaded.tokenizer
 

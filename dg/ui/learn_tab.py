@@ -13,16 +13,16 @@ from dg.config import check_seed
 from dg.noise import corrupt, denoise_once
 from dg.prompts import encode_text
 from dg.ui.common import Shared, refused_input
-from dg.ui.examples import Reference
+from dg.tiny.examples import ExampleRow, SkillExamples
 from dg.ui.generate_tab import GenerateTab
-from dg.ui.host import Hosted
-from dg.ui.session import scratch_dir
+from dg.engine.worker import Hosted
+from dg.engine.session import scratch_dir
 from dg.view import export, walkthrough
 
 # used when the examples hold no story: a prompt and an answer of dg/tiny/skills.py's story skill
-STORY = ("Write a short story about a bear named Max who likes fish and the beach.",
-         "Max the bear woke up hungry one morning. The bear walked to the beach and found some fish there. "
-         "Max ate the fish and was happy all day.")
+STORY = ExampleRow("Write a short story about a bear named Max who likes fish and the beach.", None, False, "story",
+                   "Max the bear woke up hungry one morning. The bear walked to the beach and found some fish there. "
+                   "Max ate the fish and was happy all day.")
 NO_RUN = ("No run yet. Generate one in the **Generate** tab (an example is quickest): this walkthrough then "
           "explains one of its steps, stage by stage, with that run's real numbers.")
 
@@ -62,14 +62,14 @@ def _forward_process(loaded) -> None:
                 + walkthrough.token_row_html(tok, out["argmax"], right, clean, "recovered"))
 
     with gr.Row():
-        story = next((row for row in Reference.load().rows if row[3] == "story"), STORY)  # prompt, answer
-        prompt = gr.Textbox(story[0], label="Prompt")
-        sentence = gr.Textbox(story[-1], label="Answer to noise", info="the reference answer of the prompt")
+        story = next((row for row in SkillExamples.load().rows if row.skill == "story"), STORY)
+        prompt = gr.Textbox(story.prompt, label="Prompt")
+        sentence = gr.Textbox(story.answer, label="Answer to noise", info="the reference answer of the prompt")
     with gr.Row():
         t = gr.Slider(0, 1, value=0.5, step=0.01, label="t (noise level)", scale=3)
         seed = gr.Number(0, label="noise seed", precision=0, scale=1)
         go = gr.Button("Ask the model for one denoising prediction", scale=2)
-    noisy, prediction = gr.HTML(noise(story[-1], 0.5, 0)), gr.HTML()
+    noisy, prediction = gr.HTML(noise(story.answer, 0.5, 0)), gr.HTML()
     noise_io = dict(inputs=[sentence, t, seed], outputs=noisy)
     t.change(noise, api_name="noise", show_progress="hidden", **noise_io)
     sentence.submit(noise, api_visibility="private", **noise_io)

@@ -1,6 +1,6 @@
 """The Race tab: diffusion and AR decoding started together on one prompt, both drawn live.
 
-Both sides run with the Generate tab's settings and seed (dg.ui.race). A new race clears the last
+Both sides run with the Generate tab's settings and seed (dg.engine.race). A new race clears the last
 one's chart and result first; when both have finished, the tokens-vs-time chart and one line say who
 won, by how much, and (for a skill example) whether each answer matches the reference. The diffusion
 side joins the session's history. The default prompt is a long-answer skill of the embedded model,
@@ -11,11 +11,11 @@ where a canvas of tokens per few steps should beat one token per forward.
 
 import gradio as gr
 
-from dg.ui import race
+from dg.engine import race
 from dg.ui.common import KNOB_NAMES, Shared, named, picker, prepare, stream
-from dg.ui.examples import Reference
+from dg.tiny.examples import SkillExamples
 from dg.ui.generate_tab import GenerateTab, run_meta
-from dg.view import plots, render
+from dg.view import plots, render, tables
 
 EXPLAINER = ("Both sides start together on the same prompt with the Generate tab's settings and seed, and count "
              "tokens the same way (pad is never output). TPF = tokens / (steps + K − 1) (report §3.4; transformers "
@@ -32,7 +32,7 @@ def _side(title: str) -> tuple:
 def build(loaded, shared: Shared, generate: GenerateTab, ar_model=None) -> None:
     """Prompt row, the two sides next to each other, then the result line and the chart."""
     tok = loaded.tokenizer
-    reference = Reference.load()
+    reference = SkillExamples.load()
     ar_name = f"AR: {ar_model.source} via generate()" if ar_model else "AR: same weights, one token per forward"
     gr.Markdown(EXPLAINER)
     with gr.Row():
@@ -52,7 +52,7 @@ def build(loaded, shared: Shared, generate: GenerateTab, ar_model=None) -> None:
     def sides(d, a, ar_tok) -> dict:
         views = {status: "finished" if d.done and a.done else "racing…"}
         for (canvas, stats, text), trace, tokenizer in ((d_views, d, tok), (a_views, a, ar_tok)):
-            views |= {canvas: render.canvas_parts(trace, tokenizer), stats: race.side_table(trace),
+            views |= {canvas: render.canvas_parts(trace, tokenizer), stats: tables.side_table(trace),
                       text: render.text_view_html(trace, tokenizer)}
         return views
 
@@ -70,7 +70,7 @@ def build(loaded, shared: Shared, generate: GenerateTab, ar_model=None) -> None:
                   "AR": reference.check(prompt, None, a, contest.ar_tokenizer)}
         history = history.keep(prompt, d, " race", run_meta(loaded, prompt, None, thinking, seed))
         yield {**draw(d, a), chart: plots.race_chart(d, a), shared.history: history,
-               result: race.verdict(d, a, checks), generate.picker: picker(history, select=False)}
+               result: tables.verdict(d, a, checks), generate.picker: picker(history, select=False)}
 
     run_race = named(run_race, "prompt", "thinking", "seed", *KNOB_NAMES, "runs")
     go.click(run_race, [prompt, thinking, generate.settings.seed, *generate.settings.knobs, shared.history],

@@ -1,6 +1,6 @@
-"""The app's examples: held-out skill draws that the embedded model answers right with the app's defaults."""
+"""The app's examples: held-out skill draws that the embedded model answers right with the app's defaults; a
+run's prompt (and picture) finds its example, the skill's scorer marks the reply, the race starts on a long answer."""
 
-import json
 import re
 
 import pytest
@@ -10,10 +10,11 @@ from dg.loading import EMBEDDED_MODEL, load
 from dg.prompts import build_inputs, decode_reply, open_image
 from dg.sampler import generate_diffusion
 from dg.tiny import examples, skills
-from dg.ui.common import EXAMPLES_DIR
+from dg.tiny.examples import EXAMPLES_DIR, SkillExamples
+from tests.view.conftest import _text_trace
 
 APP_SEED = 0  # the Generate view's default seed
-ROWS = json.loads((EXAMPLES_DIR / "examples.json").read_text())["tiny"]
+ROWS = list(examples.load_rows()["tiny"])
 # Skills whose shipped examples the embedded model answers wrong in diffusion mode (its model card
 # would say so): strict, so the day the model gets them right this list must shrink.
 KNOWN_WRONG: set[str] = set()
@@ -39,7 +40,7 @@ def run_with_app_defaults(loaded, prompt, thinking, picture=None):
 
 
 def test_the_shipped_examples_are_what_the_generator_writes():
-    rows = [[ex.prompt, row[1], bool(ex.thought), ex.skill, ex.answer]
+    rows = [examples.ExampleRow(ex.prompt, row.image, bool(ex.thought), ex.skill, ex.answer)
             for ex, row in zip(examples.chosen_examples(), ROWS)]
     assert rows == ROWS and len(ROWS) == len(examples.CHOSEN)
     assert set(row[3] for row in ROWS) == set(skills.SKILLS)
@@ -67,3 +68,29 @@ def test_the_three_term_example_is_right_only_with_its_trace(loaded):
     answers = {thinking: decode_reply(loaded.tokenizer, trace.token_ids).answer for thinking, trace in traces.items()}
     example = examples.as_example(row)
     assert skills.score(example, answers[True]) and not skills.score(example, answers[False]), answers
+
+
+
+def test_a_prompt_finds_its_example_and_a_picture_example_needs_its_picture():
+    ref = SkillExamples.load()
+    text_row = next(r for r in ref.rows if not r[1])
+    picture_row = next(r for r in ref.rows if r[1])
+    assert ref.find(text_row[0]) == text_row and ref.find(f"  {text_row[0]} ") == text_row
+    assert ref.find(picture_row[0], f"/tmp/gradio/abc/{picture_row[1]}") == picture_row
+    assert ref.find(picture_row[0]) is None and ref.find("What is the meaning of life?") is None
+
+
+def test_the_reference_answer_is_right_and_another_answer_is_wrong(processor):
+    ref = SkillExamples.load()
+    row = next(r for r in ref.rows if not r[1])
+    tok = processor.tokenizer
+    right = ref.check(row[0], None, _text_trace(tok, row[4]), tok)
+    wrong = ref.check(row[0], None, _text_trace(tok, "no idea"), tok)
+    assert right.reference == row[4] and right.correct and not wrong.correct
+    assert ref.check("not an example", None, _text_trace(tok, row[4]), tok) is None
+
+
+def test_the_race_starts_on_a_long_answer_skill_without_a_picture():
+    ref = SkillExamples.load()
+    row = ref.find(ref.race_prompt())
+    assert row is not None and row[3] in skills.LONG_SKILLS and not row[1]

@@ -1,31 +1,3 @@
-"""Fixtures of the UI tests: a separate causal LM to race against, and the app served on a free port."""
+"""Fixtures of the UI tests: those of the engine's tests (a causal LM to race, the app served on a free port)."""
 
-import pytest
-import torch
-
-from dg.ui.app import serve
-
-
-@pytest.fixture(scope="module")
-def ar_model_dir(tmp_path_factory, processor):
-    """A tiny random causal LM (Llama architecture) with the tiny tokenizer and its chat template."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    path = tmp_path_factory.mktemp("tiny-ar")
-    tok = processor.tokenizer
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
-                                         num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-                                         max_position_embeddings=512, pad_token_id=tok.pad_token_id,
-                                         eos_token_id=tok.convert_tokens_to_ids("<turn|>"),
-                                         bos_token_id=tok.bos_token_id))
-    model.save_pretrained(path, safe_serialization=True)
-    tok.save_pretrained(path)
-    return path
-
-
-@pytest.fixture(scope="module")
-def url(loaded):
-    """The whole app on the random test checkpoint, served in this process."""
-    with serve(loaded) as address:
-        yield address
+from tests.engine.conftest import ar_model_dir, url  # noqa: F401  (pytest finds fixtures by name)

@@ -19,7 +19,7 @@ import pytest
 
 from dg.loading import EMBEDDED_MODEL, load
 from dg.ui.app import serve
-from dg.ui.examples import Reference
+from dg.tiny.examples import SkillExamples
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -123,7 +123,7 @@ def shown_step(page) -> tuple[int, ...]:
 
 def five_examples() -> list:
     """Five skill examples, one per skill first (mixed step counts), a picture question among them."""
-    rows = Reference.load().rows
+    rows = SkillExamples.load().rows
     picks = list({row[3]: row for row in reversed(rows)}.values())[::-1]  # the first row of each skill
     picks += [row for row in rows if row not in picks][:5 - len(picks)]
     assert len(picks) == 5 and any(row[1] for row in picks)

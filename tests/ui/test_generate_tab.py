@@ -15,7 +15,7 @@ from gradio_client.exceptions import AppError
 from dg.loading import EMBEDDED_MODEL
 from dg.ui import generate_tab
 from dg.ui.app import build_app
-from dg.ui.examples import Reference
+from dg.tiny.examples import SkillExamples
 
 FAST = dict(max_denoising_steps=6, max_new_tokens=16)
 CANVAS, PANEL, TEXT, STATUS, STEP, INSPECTOR, TRACE_FILE, PICKER = range(8)
@@ -56,7 +56,7 @@ def test_stop_ends_slow_motion_at_once(client):
 
 
 def test_a_skill_example_is_checked_against_its_reference_and_its_trace_says_what_produced_it(client):
-    row = next(r for r in Reference.load().rows if not r[1])
+    row = next(r for r in SkillExamples.load().rows if not r[1])
     final = client.predict(prompt=row[0], image=None, thinking=row[2], seed=3, api_name="/generate", **FAST)
     assert "reference answer" in final[TEXT] and re.search("[✓✗]", final[TEXT])
     run = json.loads(Path(final[TRACE_FILE]).read_text())["run"]

@@ -12,8 +12,8 @@ from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from dg.trace import Trace
-from dg.ui import turns as turns_module
-from dg.ui.turns import Budget
+from dg.engine import turns as turns_module
+from dg.engine.turns import Budget
 
 FAST = dict(max_denoising_steps=6, max_new_tokens=16)
 LONG = dict(max_denoising_steps=128, max_new_tokens=1024, stability_threshold=8, confidence_threshold=0.0001)

@@ -5,14 +5,14 @@ Gradio's per-frame work while the sampler's many small torch ops each wait to ta
 generation ~30 % slower). So the model lives in one child process (multiprocessing "spawn") that serves
 every run of every session over a pipe, one request at a time: open a run (dg.sampler or dg.ar on CPU
 inputs moved to the model's device there), its next record, close it, and Learn's one-pass prediction.
-The app's process keeps the line, the turns, the budgets, the sessions and the drawing (dg.ui.turns,
-dg.ui.runs): a live run's thread asks the child for one record per turn. Between requests the child
+The app's process keeps the line, the turns, the budgets, the sessions and the drawing (dg.engine.turns,
+dg.engine.runs): a live run's thread asks the child for one record per turn. Between requests the child
 makes each open run's next records ahead (up to `AHEAD`), so the model works while the app draws
 (`_Run`); and
 `python app.py` makes its own threads nicer than the child (`ModelHost.yield_cpu`), so on busy cores the
 drawing waits for the sampler.
 
-Seeds stay exact: the child gives each seeded run the RNG discipline of dg.ui.turns (`Ticket`: seeded
+Seeds stay exact: the child gives each seeded run the RNG discipline of dg.engine.turns (`Ticket`: seeded
 right before its first record, its RNG state put back before each next one and kept after it), so a
 seed makes the tokens of a headless run after `torch.manual_seed(seed)` however runs interleave. Stop
 and budgets too: each request carries the run's cancel flag, and the run's own generator ends with its
@@ -24,7 +24,7 @@ length, generation config, the context check). A child that dies fails the runs 
 clear message (their partial traces kept) and the next run starts a fresh child. The child ends when
 it is closed, when the app exits, and when the app dies (its end of the pipe closes).
 
-    python -m dg.ui.host [--model DIR] [--prompt "What is 487 + 356?"] [--repeats 5]   # cost per record
+    python -m dg.engine.worker [--model DIR] [--prompt "What is 487 + 356?"] [--repeats 5]   # cost per record
 """
 
 import argparse
@@ -49,8 +49,8 @@ from dg.loading import Loaded, load, share_cpu
 from dg.noise import denoise_once
 from dg.sampler import stream_diffusion
 from dg.trace import RunEnd
-from dg.ui.memory import trim
-from dg.ui.turns import Ticket
+from dg.engine.memory import trim
+from dg.engine.turns import Ticket
 
 POLL_S = 0.5  # while waiting for a reply, check this often that the child is still alive
 CLOSE_S = 10.0  # a closed child gets this long to exit before it is terminated

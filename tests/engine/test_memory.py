@@ -4,9 +4,9 @@ the oldest runs' steps; a run nobody keeps frees its share at once."""
 import gc
 
 from dg.trace import Trace
-from dg.ui import memory
-from dg.ui.memory import KeptTraces, fit, nbytes
-from dg.ui.session import History
+from dg.engine import memory
+from dg.engine.memory import KeptTraces, fit, nbytes
+from dg.engine.session import History
 
 
 def copy_of(trace: Trace) -> Trace:

@@ -9,7 +9,7 @@ tokens as `model.generate()`) however runs interleave. A run that has held the m
 `budget.model_s` seconds or `budget.steps` steps is stopped between two steps and keeps what it made.
 A run whose cancel event is set while it waits leaves the line without running.
 
-    python -m pytest tests/ui/test_turns.py -q
+    python -m pytest tests/engine/test_turns.py -q
 """
 
 import itertools

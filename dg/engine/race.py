@@ -8,8 +8,8 @@ Both threads wait at a barrier and start together; on one device they share it, 
 A separate AR model is sized from its safetensors headers before it loads, and goes on the diffusion
 model's GPU when it fits there, else on another GPU with room, else it is refused in one line.
 
-    python -m dg.ui.race                    # the embedded tiny model on a long-answer skill example
-    python -m dg.ui.race --ar-model google/gemma-4-E2B-it --prompt "Write a haiku about rain."
+    python -m dg.engine.race                    # the embedded tiny model on a long-answer skill example
+    python -m dg.engine.race --ar-model google/gemma-4-E2B-it --prompt "Write a haiku about rain."
 """
 
 import argparse
@@ -27,8 +27,8 @@ from dg.config import SamplerConfig
 from dg.passes import eos_token_ids, entropy, top_k
 from dg.prompts import build_inputs, decode_reply
 from dg.trace import RunEnd, RunStart, TokenRecord, Trace
-from dg.ui.examples import Reference
-from dg.ui.runs import DEFAULT_FPS, LiveRun, ar_run, diffusion_run, share_cpu, watch
+from dg.tiny.examples import SkillExamples
+from dg.engine.runs import DEFAULT_FPS, LiveRun, ar_run, diffusion_run, share_cpu, watch
 
 # Free memory kept beside a separate AR model's weights on its GPU: both sides' working memory during a race
 # (the diffusion side's logits over a 256-token canvas are 256 × 262,144 × 4 B ≈ 0.27 GB each, a few alive
@@ -209,79 +209,24 @@ def start_race(loaded, prompt: str, *, inputs: dict | None = None, image=None, t
     return Race(diffusion, ar, ar_model.tokenizer, f"AR, {ar_model.source}").start()
 
 
-def side_stats(trace: Trace) -> dict:
-    """What each side of the race shows: forward passes, TTFT, effective tok/s, TPF (report §3.4). Both
-    sides count tokens the same way: pad is never output (dg.trace)."""
-    m = trace.metrics()
-    return {"forward passes": m["nfe"], "tokens": m["tokens"],
-            "TTFT (s)": "—" if m["ttft_s"] is None else round(m["ttft_s"], 3),
-            "tok/s": round(m["effective_tok_s"], 1), "TPF": round(m["tpf"], 2), "wall (s)": round(m["wall_s"], 3),
-            "finish": trace.end.finish_reason if trace.end else "running"}
-
-
-def side_table(trace: Trace) -> str:
-    """`side_stats` as a two-column markdown table."""
-    rows = (f"| {k} | {v} |" for k, v in side_stats(trace).items())
-    return "\n".join(["| metric | value |", "|---|---|", *rows])
-
-
-def speedup(diffusion: Trace, ar: Trace) -> float | None:
-    """Effective tok/s of diffusion over AR (both generated tokens / own wall time)."""
-    d, a = diffusion.metrics()["effective_tok_s"], ar.metrics()["effective_tok_s"]
-    return d / a if d > 0 and a > 0 else None
-
-
-def verdict(diffusion: Trace, ar: Trace, checks: dict | None = None) -> str:
-    """The race's end in one line: who won, by how much (effective tok/s), and, for a skill example,
-    whether each side's answer matches the reference (`checks`: side name → dg.ui.examples.Check)."""
-    d, a = diffusion.metrics(), ar.metrics()
-    x = speedup(diffusion, ar)
-    if d["tokens"] == 0 and a["tokens"] == 0:
-        head = "**No winner**: neither side produced a token."
-    elif x is None:
-        head = f"**{'Diffusion' if d['tokens'] else 'AR'} wins**: the other side produced no token."
-    elif x >= 1:
-        head = f"**Diffusion wins**: {x:.2f}× AR's rate."
-    else:
-        head = f"**AR wins**: {1 / x:.2f}× diffusion's rate."
-    stopped = any(t.end is not None and t.end.finish_reason == "cancelled" for t in (diffusion, ar))
-    line = [("Stopped before the end. " if stopped else "") + head,
-            f"Speedup (effective tok/s, diffusion ÷ AR): {f'{x:.2f}×' if x else 'n/a'} — {d['effective_tok_s']:.1f} "
-            f"vs {a['effective_tok_s']:.1f} tok/s; {d['tokens']} vs {a['tokens']} tokens in {d['wall_s']:.2f} s vs "
-            f"{a['wall_s']:.2f} s."]
-    checks = {side: c for side, c in (checks or {}).items() if c is not None}
-    if checks:
-        reference = next(iter(checks.values())).reference
-        marks = ", ".join(f"{side} {'✓' if c.correct else '✗'}" for side, c in checks.items())
-        line.append(f"Reference answer `{reference}`: {marks}.")
-    return " ".join(line)
-
-
-def side_text(trace: Trace, tokenizer) -> str:
-    """Committed text of a side, thought and answer (an unclosed thought is shown as it is)."""
-    reply = decode_reply(tokenizer, trace.token_ids)
-    if reply.thinking:
-        return f"[thought] {reply.thought}\n\n{reply.answer}".strip()
-    return reply.answer
-
-
 def main() -> None:
     from dg.loading import load
+    from dg.view.tables import side_stats, side_text, verdict
 
     parser = argparse.ArgumentParser(description="Race diffusion against AR on one prompt and print both sides.")
     parser.add_argument("--model", default=None)
     parser.add_argument("--ar-model", default=None, help="a separate causal LM for the AR side")
-    parser.add_argument("--prompt", default=None, help="default: a long-answer skill example (dg.ui.examples)")
+    parser.add_argument("--prompt", default=None, help="default: a long-answer skill example (dg.tiny.examples)")
     parser.add_argument("--thinking", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    reference = Reference.load()
+    reference = SkillExamples.load()
     args.prompt = args.prompt or reference.race_prompt()
     try:
         loaded = load(args.model)
         ar_model = load_ar_model(args.ar_model) if args.ar_model else None
     except (FileNotFoundError, ValueError) as err:
-        print(f"dg.ui.race: {err}", file=sys.stderr)
+        print(f"dg.engine.race: {err}", file=sys.stderr)
         raise SystemExit(2) from None
     share_cpu(loaded.device)
     race = start_race(loaded, args.prompt, thinking=args.thinking, seed=args.seed, ar_model=ar_model)

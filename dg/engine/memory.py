@@ -6,7 +6,7 @@ session that Gradio dropped frees its share at once; past `TOTAL_BYTES` the olde
 their per-step records (their text, canvases and metrics stay; their replay is gone). `trim` gives the
 heap's freed pages back to the system after runs.
 
-    python -m pytest tests/ui/test_memory.py -q
+    python -m pytest tests/engine/test_memory.py -q
 """
 
 import ctypes

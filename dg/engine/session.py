@@ -1,18 +1,18 @@
-"""What one browser session keeps: its finished runs for the replay, and the files handed out to it.
+"""What one browser session keeps: its finished runs for the replay, and the files handed out to it
+(the Markdown lines under a run are views: dg.view.tables).
 
 `History` is the typed run history behind the run picker: immutable (Gradio state is replaced, not
 mutated), newest run last, each run under a unique label such as '#3 A What is 487 + 356? · 24 steps'.
-`summary` and `compare_table` are the Markdown lines the app shows under a run.
 
-    python -m pytest tests/ui/test_session.py -q
+    python -m pytest tests/engine/test_session.py -q
 """
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from dg.trace import Trace
-from dg.ui import files
-from dg.ui.memory import KEPT, fit
+from dg.engine import files
+from dg.engine.memory import KEPT, fit
 from dg.view.theme import plural
 
 MAX_RUNS = 20  # finished runs a session keeps for replay
@@ -29,7 +29,7 @@ class KeptRun:
 
 @dataclass(frozen=True, eq=False)  # eq=False: Gradio tells a changed state by identity, never compares traces
 class History:
-    """A session's finished runs, oldest first; at most `limit` of them, within dg.ui.memory's bounds."""
+    """A session's finished runs, oldest first; at most `limit` of them, within dg.engine.memory's bounds."""
 
     runs: tuple[KeptRun, ...] = ()
     limit: int = MAX_RUNS
@@ -62,29 +62,7 @@ class History:
         return len(self.runs)
 
 
-def summary(trace: Trace) -> str:
-    """One Markdown line on a finished diffusion run, with the report's metric names."""
-    m = trace.metrics()
-    finish = trace.end.finish_reason if trace.end else "running"
-    head = {"cancelled": "Stopped", "error": "Failed"}.get(finish, "Done")
-    return (f"**{head}**: {plural(m['tokens'], 'token')}, {plural(m['total_steps'], 'step')} over "
-            f"{plural(m['canvases'], 'canvas', 'canvases')} · "
-            f"NFE {m['nfe']} · TPF {m['tpf']:.2f} · effective steps {m['effective_steps']:.1f} · "
-            f"{m['wall_s']:.2f} s · finish: {finish}")
-
-
-def compare_table(traces: dict) -> str:
-    """Markdown table of several runs (title → trace) and whether their outputs match."""
-    rows = ["| run | tokens | steps | canvases | NFE | TPF | wall (s) |", "|---|---|---|---|---|---|---|"]
-    for title, trace in traces.items():
-        m = trace.metrics()
-        rows.append(f"| {title} | {m['tokens']} | {m['total_steps']} | {m['canvases']} | {m['nfe']} | "
-                    f"{m['tpf']:.2f} | {m['wall_s']:.2f} |")
-    outputs = {tuple(t.token_ids) for t in traces.values()}
-    return "\n".join(rows) + f"\n\nThe outputs are **{'identical' if len(outputs) == 1 else 'different'}**."
-
-
 def scratch_dir() -> Path:
-    """A fresh private folder for files the UI hands out (trace JSON, GIF, HTML replay): dg.ui.files,
+    """A fresh private folder for files the UI hands out (trace JSON, GIF, HTML replay): dg.engine.files,
     bounded, removed at exit."""
     return files.scratch_dir()

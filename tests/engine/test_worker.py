@@ -1,4 +1,4 @@
-"""The model in a worker process (dg.ui.host) records what a headless run records: seeds, interleaved
+"""The model in a worker process (dg.engine.worker) records what a headless run records: seeds, interleaved
 runs, turns, budgets, stop, AR and Learn's prediction are exact; a killed worker is a run error, and the
 next run starts a fresh one; the worker ends with the app's process; the app served with it answers
 /generate."""
@@ -22,10 +22,10 @@ from dg.noise import denoise_once
 from dg.prompts import build_inputs
 from dg.sampler import generate_diffusion
 from dg.trace import Trace
-from dg.ui import runs as live
+from dg.engine import runs as live
 from dg.ui.app import serve
-from dg.ui.host import AHEAD, ModelHost, _Run, load_hosted, records as run_records
-from dg.ui.turns import Budget, Ticket, Turns
+from dg.engine.worker import AHEAD, ModelHost, _Run, load_hosted, records as run_records
+from dg.engine.turns import Budget, Ticket, Turns
 
 PROMPT = "What is 12 + 30?"
 
@@ -242,7 +242,7 @@ def test_the_app_served_with_the_worker_process_answers_generate(loaded, inputs,
 APP_THAT_ENDS = """
 import signal
 import sys
-from dg.ui.host import load_hosted
+from dg.engine.worker import load_hosted
 hosted = load_hosted(sys.argv[1])
 print(hosted.host.pid, flush=True)
 if sys.argv[2] == "is killed":
@@ -274,7 +274,7 @@ def test_the_worker_ends_when_the_app_s_process_ends(checkpoint_dir, end):
 
 NICER_APP = """
 import os, sys, threading
-from dg.ui.host import APP_NICE, load_hosted
+from dg.engine.worker import APP_NICE, load_hosted
 hosted = load_hosted(sys.argv[1])
 host = hosted.host
 before = os.getpriority(os.PRIO_PROCESS, 0)

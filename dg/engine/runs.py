@@ -6,17 +6,17 @@ loop) and gets a consistent snapshot whenever new records arrived. Generation ne
 drawing; every step stays in the trace for the replay, however many frames were drawn.
 A `threading.Event` stops a run between two steps; what was produced so far stays in the trace.
 
-Runs of every session share the model through `dg.ui.turns`: a fair line for a place, then one
+Runs of every session share the model through `dg.engine.turns`: a fair line for a place, then one
 step per turn, each run within a budget; a seeded run keeps its own RNG state across turns, so a
 seed gives the same canvas however many users run at once.
 
-With the app's worker process (`dg.ui.host`) a run's thread asks that process for each record in its
+With the app's worker process (`dg.engine.worker`) a run's thread asks that process for each record in its
 turn, and waits on the pipe outside the GIL; everything else here is the same.
 
 `prepare_run` validates what a user set (prompt, image, seed, knobs) before any thread starts.
 A run whose thread raises ends with finish_reason "error" and keeps its partial trace.
 
-    python -m dg.ui.runs --prompt "What is 2487 + 3356?" --seed 0   # the embedded tiny model
+    python -m dg.engine.runs --prompt "What is 2487 + 3356?" --seed 0   # the embedded tiny model
 """
 
 import argparse
@@ -32,9 +32,9 @@ from dg.config import SamplerConfig, check_seed
 from dg.loading import check_inputs, share_cpu
 from dg.prompts import build_inputs, open_image
 from dg.trace import RunEnd, Trace
-from dg.ui.host import Hosted, records
-from dg.ui.memory import trim
-from dg.ui.turns import TURNS, Ticket, Turns
+from dg.engine.worker import Hosted, records
+from dg.engine.memory import trim
+from dg.engine.turns import TURNS, Ticket, Turns
 
 # Runs reuse worker threads: a fresh thread per run left ~0.1 MB of torch's per-thread state behind each
 # time (measured). Room for every run the open events can start, so a race's two sides always both start.
@@ -269,7 +269,7 @@ def waiting_message(run: LiveRun) -> str:
 def main() -> None:
     from dg.loading import load
     from dg.prompts import decode_reply
-    from dg.ui.session import summary
+    from dg.view.tables import summary
 
     parser = argparse.ArgumentParser(description="Run the sampler live and print each frame the UI would draw.")
     parser.add_argument("--model", default=None)

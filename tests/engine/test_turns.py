@@ -10,8 +10,8 @@ import torch
 
 from dg.prompts import build_inputs
 from dg.sampler import generate_diffusion, stream_diffusion
-from dg.ui import runs as live
-from dg.ui.turns import Budget, Ticket, Turns
+from dg.engine import runs as live
+from dg.engine.turns import Budget, Ticket, Turns
 
 PROMPT = "What is 12 + 30?"
 

@@ -11,8 +11,8 @@ import torch
 from dg.prompts import build_inputs
 from dg.sampler import generate_diffusion
 from dg.trace import RunEnd, RunStart, TokenRecord
-from dg.ui import runs as live
-from dg.ui.turns import Turns
+from dg.engine import runs as live
+from dg.engine.turns import Turns
 
 PROMPT = "What is 12 + 30?"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from gradio_client import Client
 
-from dg.ui import files
+from dg.engine import files
 
 ROOT = Path(__file__).resolve().parents[2]
 
