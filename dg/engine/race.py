@@ -28,6 +28,7 @@ from dg.passes import eos_token_ids, entropy, top_k
 from dg.prompts import build_inputs, decode_reply
 from dg.trace import RunEnd, RunStart, TokenRecord, Trace
 from dg.tiny.examples import SkillExamples
+from dg.engine.runner import InProcess
 from dg.engine.runs import DEFAULT_FPS, LiveRun, ar_run, diffusion_run, share_cpu, watch
 
 # Free memory kept beside a separate AR model's weights on its GPU: both sides' working memory during a race
@@ -223,7 +224,7 @@ def main() -> None:
     reference = SkillExamples.load()
     args.prompt = args.prompt or reference.race_prompt()
     try:
-        loaded = load(args.model)
+        loaded = InProcess.of(load(args.model))
         ar_model = load_ar_model(args.ar_model) if args.ar_model else None
     except (FileNotFoundError, ValueError) as err:
         print(f"dg.engine.race: {err}", file=sys.stderr)

@@ -10,8 +10,9 @@ Runs of every session share the model through `dg.engine.turns`: a fair line for
 step per turn, each run within a budget; a seeded run keeps its own RNG state across turns, so a
 seed gives the same canvas however many users run at once.
 
-With the app's worker process (`dg.engine.worker`) a run's thread asks that process for each record in its
-turn, and waits on the pipe outside the GIL; everything else here is the same.
+A run's records come from its runner (dg.engine.runner: in this process, or the app's worker process,
+dg.engine.worker, whose run's thread asks that process for each record in its turn and waits on the pipe
+outside the GIL); everything else here is the same whichever runner it is.
 
 `prepare_run` validates what a user set (prompt, image, seed, knobs) before any thread starts.
 A run whose thread raises ends with finish_reason "error" and keeps its partial trace.
@@ -32,8 +33,8 @@ from dg.config import SamplerConfig, check_seed
 from dg.loading import check_inputs, share_cpu
 from dg.prompts import build_inputs, open_image
 from dg.trace import RunEnd, Trace
-from dg.engine.worker import Hosted, records
 from dg.engine.memory import trim
+from dg.engine.runner import InProcess
 from dg.engine.turns import TURNS, Ticket, Turns
 
 # Runs reuse worker threads: a fresh thread per run left ~0.1 MB of torch's per-thread state behind each
@@ -166,26 +167,24 @@ def _polls(runs, fps):
             return
 
 
-def diffusion_run(loaded, inputs: dict, config: SamplerConfig, seed: int, *, label: str = "",
+def mode_run(runner, mode: str, inputs: dict, settings: SamplerConfig, seed: int | None, *, label: str = "",
+             start_gate: threading.Barrier | None = None) -> LiveRun:
+    """A run of decoding `mode` (dg.engine.runner.MODES) on `runner`'s model, seeded, not yet started."""
+    return LiveRun.from_stream(lambda cancel: runner.stream(mode, inputs, settings, seed, cancel), seed=seed,
+                               label=label, start_gate=start_gate)
+
+
+def diffusion_run(runner, inputs: dict, config: SamplerConfig, seed: int, *, label: str = "",
                   start_gate: threading.Barrier | None = None) -> LiveRun:
-    """The entropy-bound sampler on `loaded`'s model (in this process, or its worker process), seeded,
-    not yet started."""
-    return LiveRun.from_stream(_records(loaded, "diffusion", inputs, config, seed), seed=seed, label=label,
-                               start_gate=start_gate)
+    """The entropy-bound sampler on `runner`'s model, seeded, not yet started."""
+    return mode_run(runner, "diffusion", inputs, config, seed, label=label, start_gate=start_gate)
 
 
-def ar_run(loaded, inputs: dict, max_new_tokens: int, *, label: str = "",
+def ar_run(runner, inputs: dict, max_new_tokens: int, *, label: str = "",
            start_gate: threading.Barrier | None = None) -> LiveRun:
-    """Greedy AR decoding on the same weights (report §5.3); draws no random numbers, so takes no lock."""
-    return LiveRun.from_stream(_records(loaded, "ar", inputs, max_new_tokens, None), label=label,
-                               start_gate=start_gate)
-
-
-def _records(loaded, kind: str, inputs: dict, options, seed: int | None) -> Callable[[threading.Event], Iterator]:
-    """`cancel` → the run's records: from the worker process when `loaded` is hosted, else in this one."""
-    if isinstance(loaded, Hosted):
-        return lambda cancel: loaded.host.stream(kind, inputs, options, seed, cancel)
-    return lambda cancel: records(loaded, kind, inputs, options, cancel)
+    """Greedy AR decoding on the same weights (report §5.3); draws no random numbers, so needs no seed."""
+    settings = runner.sampler_config.replace(max_new_tokens=max_new_tokens)
+    return mode_run(runner, "ar", inputs, settings, None, label=label, start_gate=start_gate)
 
 
 class Sessions:
@@ -277,7 +276,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fps", type=float, default=DEFAULT_FPS)
     args = parser.parse_args()
-    loaded = load(args.model)
+    loaded = InProcess.of(load(args.model))
     share_cpu(loaded.device)
     run = diffusion_run(loaded, build_inputs(loaded.processor, args.prompt), loaded.sampler_config, args.seed).start()
     for frame in run.frames(args.fps):

@@ -3,13 +3,14 @@
 In the app's process the sampler thread and the event loop share one GIL, and the loop holds it for
 Gradio's per-frame work while the sampler's many small torch ops each wait to take it back (the UI made
 generation ~30 % slower). So the model lives in one child process (multiprocessing "spawn") that serves
-every run of every session over a pipe, one request at a time: open a run (dg.sampler or dg.ar on CPU
-inputs moved to the model's device there), its next record, close it, and Learn's one-pass prediction.
+every run of every session over a pipe, one request at a time: open a run (any mode of
+dg.engine.runner.stream_mode, on CPU inputs moved to the model's device there), its next record, close it,
+and Learn's one-pass prediction. `InWorker` is the runner (dg.engine.runner.Runner) whose model lives there.
 The app's process keeps the line, the turns, the budgets, the sessions and the drawing (dg.engine.turns,
 dg.engine.runs): a live run's thread asks the child for one record per turn. Between requests the child
 makes each open run's next records ahead (up to `AHEAD`), so the model works while the app draws
 (`_Run`); and
-`python app.py` makes its own threads nicer than the child (`ModelHost.yield_cpu`), so on busy cores the
+`python app.py` makes its own threads nicer than the child (`InWorker.yield_cpu`), so on busy cores the
 drawing waits for the sampler.
 
 Seeds stay exact: the child gives each seeded run the RNG discipline of dg.engine.turns (`Ticket`: seeded
@@ -18,16 +19,15 @@ seed makes the tokens of a headless run after `torch.manual_seed(seed)` however 
 and budgets too: each request carries the run's cancel flag, and the run's own generator ends with its
 "cancelled" RunEnd between two steps, as in-process.
 
-The app's process never holds the weights (a second copy of a 52 GB model does not fit): `load_hosted`
+The app's process never holds the weights (a second copy of a 52 GB model does not fit): `start_worker`
 builds the model on the meta device from the child's config, for what the UI reads (vocabulary, canvas
 length, generation config, the context check). A child that dies fails the runs it was serving with one
 clear message (their partial traces kept) and the next run starts a fresh child. The child ends when
 it is closed, when the app exits, and when the app dies (its end of the pipe closes).
 
-    python -m dg.engine.worker [--model DIR] [--prompt "What is 487 + 356?"] [--repeats 5]   # cost per record
+    python -m dg.bench.worker [--model DIR] [--prompt "What is 487 + 356?"] [--repeats 5]   # cost per record
 """
 
-import argparse
 import builtins
 import concurrent.futures
 import itertools
@@ -43,14 +43,13 @@ from dataclasses import dataclass
 
 import torch
 
-from dg.ar import stream_ar
 from dg.config import SamplerConfig
+from dg.engine.memory import trim
+from dg.engine.runner import stream_mode
+from dg.engine.turns import Ticket
 from dg.loading import Loaded, load, share_cpu
 from dg.noise import denoise_once
-from dg.sampler import stream_diffusion
 from dg.trace import RunEnd
-from dg.engine.memory import trim
-from dg.engine.turns import Ticket
 
 POLL_S = 0.5  # while waiting for a reply, check this often that the child is still alive
 CLOSE_S = 10.0  # a closed child gets this long to exit before it is terminated
@@ -60,7 +59,7 @@ APP_NICE = 5
 # records the child makes ahead per open run: enough to ride out the app's slower moments (a frame drawn,
 # a garbage collection) at the price of at most this many steps computed for nothing when a run is stopped
 AHEAD = 4
-LOG = logging.getLogger("dg.ui")
+LOG = logging.getLogger("dg.engine")
 
 
 class HostDied(RuntimeError):
@@ -147,42 +146,32 @@ class _Run:
         return RunEnd("cancelled", self.delivered, 0, time.perf_counter() - self.clock)  # AR: a forward per token
 
 
-def records(loaded, kind: str, inputs: dict, options, cancel: threading.Event):
-    """A run's records on `loaded`'s own model: dg.sampler for "diffusion" (`options`: its SamplerConfig),
-    dg.ar for "ar" (`options`: max_new_tokens). The app's process calls it in-process, the child here."""
-    if kind == "diffusion":
-        return stream_diffusion(loaded.model, inputs, options, cancel=cancel)
-    if kind == "ar":
-        return stream_ar(loaded.model, inputs, options, loaded.eos_token_ids, pad_token_id=loaded.pad_token_id,
-                         cancel=cancel)
-    raise ValueError(f"kind must be 'diffusion' or 'ar', got {kind!r}")
-
-
-def _open(loaded, runs, run_id, kind, inputs, options, seed):
+def _open(loaded, runs, run_id, mode, inputs, settings, seed):
     inputs = {k: v.to(loaded.device) if torch.is_tensor(v) else v for k, v in inputs.items()}
     cancel = threading.Event()
-    runs[run_id] = _Run(records(loaded, kind, inputs, options, cancel), cancel, seed)
+    runs[run_id] = _Run(stream_mode(loaded, mode, inputs, settings, cancel), cancel, seed)
 
 
 def _next(loaded, runs, run_id, cancelled):
     record = runs[run_id].next(cancelled)
     if record is None or record.kind == "end":
-        _close(loaded, runs, run_id)  # the last record: the app asks no more
+        _close_run(loaded, runs, run_id)  # the last record: the app asks no more
     return record
 
 
-def _close(loaded, runs, run_id):
+def _close_run(loaded, runs, run_id):
     run = runs.pop(run_id, None)
     if run is not None:
         run.records.close()
         trim()  # what the run freed goes back to the system, as in-process
 
 
-def _denoise(loaded, runs, prompt, canvas_ids):
+def _denoise_once(loaded, runs, prompt, canvas_ids):
     return denoise_once(loaded.model, loaded.processor, prompt, canvas_ids)
 
 
-HANDLERS = {"open": _open, "next": _next, "close": _close, "denoise": _denoise, "ping": lambda loaded, runs: None}
+HANDLERS = {"open": _open, "next": _next, "close": _close_run, "denoise": _denoise_once,
+            "ping": lambda loaded, runs: None}
 
 
 def _send(conn, message) -> None:
@@ -246,7 +235,7 @@ def _raise(name: str, message: str):
     raise cls(message)
 
 
-class ModelHost:
+class WorkerProcess:
     """The one worker process holding the model; every request is one reply, under one lock."""
 
     def __init__(self, source, device=None):
@@ -323,12 +312,12 @@ class ModelHost:
                 pass  # the child is gone: the reply says how
             return self._reply(), self._generation
 
-    def stream(self, kind: str, inputs: dict, options, seed: int | None, cancel: threading.Event):
-        """Records of one run served by the child, like dg.sampler / dg.ar (`options`: the SamplerConfig,
-        or AR's max_new_tokens); `cancel` set ends it with its "cancelled" RunEnd between two steps."""
+    def stream(self, mode: str, inputs: dict, settings: SamplerConfig, seed: int | None, cancel: threading.Event):
+        """Records of one run served by the child, as dg.engine.runner.stream_mode gives them there; `cancel`
+        set ends it with its "cancelled" RunEnd between two steps."""
         run_id = next(self._ids)
         inputs = {k: v.cpu() if torch.is_tensor(v) else v for k, v in dict(inputs).items()}
-        _, generation = self._call("open", run_id, kind, inputs, options, seed, restart=True)
+        _, generation = self._call("open", run_id, mode, inputs, settings, seed, restart=True)
         done = False
         try:
             while True:
@@ -393,82 +382,44 @@ class ModelHost:
 
 
 @dataclass
-class Hosted(Loaded):
-    """A Loaded whose model runs in a ModelHost: `model` here is its meta-device skeleton (config and
-    generation config, no weights) and `device` is where the app builds inputs (the CPU)."""
+class InWorker(Loaded):
+    """The runner (dg.engine.runner.Runner) whose model lives in a WorkerProcess: `model` here is its
+    meta-device skeleton (config and generation config, no weights) and `device` is where the app builds
+    inputs (the CPU)."""
 
-    host: ModelHost | None = None
+    worker: WorkerProcess | None = None
+
+    def stream(self, mode, inputs, settings, seed, cancel):
+        return self.worker.stream(mode, inputs, settings, seed, cancel)
+
+    def denoise(self, prompt, canvas_ids):
+        return self.worker.denoise(prompt, canvas_ids)
 
     def describe(self) -> str:
-        return f"{self.host.info.description}, in a worker process"
+        return f"{self.worker.info.description}, in a worker process"
+
+    def yield_cpu(self) -> None:
+        self.worker.yield_cpu()
+
+    def close(self) -> None:
+        self.worker.close()
 
 
-def load_hosted(model=None, device=None) -> Hosted:
-    """Start the worker process on `model` (as dg.loading.load takes it) and return the app's view of it;
+def start_worker(model=None, device=None) -> InWorker:
+    """Start the worker process on `model` (as dg.loading.load takes it) and return the app's runner of it;
     a checkpoint that cannot load raises the error dg.loading.load raises."""
     from transformers import AutoProcessor, DiffusionGemmaForBlockDiffusion
 
     from dg.loading import EMBEDDED_MODEL, one_line
 
-    host = ModelHost(EMBEDDED_MODEL if model is None else model, device)
-    info = host.start()
+    worker = WorkerProcess(EMBEDDED_MODEL if model is None else model, device)
+    info = worker.start()
     try:
         processor = AutoProcessor.from_pretrained(info.source, local_files_only=True, trust_remote_code=False)
         with torch.device("meta"):  # shapes only: the weights stay in the child
             skeleton = DiffusionGemmaForBlockDiffusion(info.config).eval()
         skeleton.generation_config = info.generation_config
     except Exception as err:
-        host.close()
+        worker.close()
         raise ValueError(f"cannot load the checkpoint {info.source}: {one_line(err)}") from err
-    return Hosted(skeleton, processor, info.sampler_config, info.source, torch.device("cpu"), info.dtype, host)
-
-
-def main() -> None:
-    from dg.prompts import build_inputs
-    from dg.sampler import generate_diffusion
-
-    parser = argparse.ArgumentParser(description="What the worker process adds per record: the pipe round trip, "
-                                                 "the records' pickling, and one run against in-process.")
-    parser.add_argument("--model", default=None)
-    # a long run on purpose: the embedded model does not settle this 3-digit sum and takes ~48 steps
-    parser.add_argument("--prompt", default="What is 487 + 356?")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
-    loaded = load(args.model)
-    share_cpu(loaded.device)
-    hosted = load_hosted(args.model)
-    inputs = build_inputs(loaded.processor, args.prompt, thinking=True, device=loaded.device)
-    config, rows = loaded.sampler_config, []
-    try:
-        t0 = time.perf_counter()
-        for _ in range(1000):
-            hosted.host._call("ping")
-        ping_s = (time.perf_counter() - t0) / 1000
-        for _ in range(args.repeats + 1):  # the first warms up
-            t0 = time.perf_counter()
-            torch.manual_seed(args.seed)
-            local = generate_diffusion(loaded.model, inputs, config)
-            t1 = time.perf_counter()
-            remote = list(hosted.host.stream("diffusion", inputs, config, args.seed, threading.Event()))
-            t2 = time.perf_counter()
-            assert [r.argmax.tolist() for r in local.steps] == [r.argmax.tolist() for r in remote if r.kind == "step"]
-            rows.append((t1 - t0, t2 - t1))
-    finally:
-        hosted.host.close()
-    t0 = time.perf_counter()
-    sizes = []
-    for record in remote:  # pickled and read back, as a record crosses the pipe
-        data = pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
-        pickle.loads(data)
-        sizes.append(len(data))
-    pickle_s = (time.perf_counter() - t0) / len(remote)
-    local_s, remote_s = (sorted(col)[len(col) // 2] for col in zip(*rows[1:]))
-    print(f"round trip of an empty request: {ping_s * 1e6:.0f} µs; a record: {sum(sizes) / len(sizes) / 1e3:.1f} kB, "
-          f"pickled and read back in {pickle_s * 1e6:.0f} µs")
-    print(f"one run of {len(remote)} records, median of {args.repeats}: in-process {local_s * 1000:.1f} ms, through "
-          f"the worker {remote_s * 1000:.1f} ms ({(remote_s - local_s) / len(remote) * 1e6:+.0f} µs per record)")
-
-
-if __name__ == "__main__":
-    main()
+    return InWorker(skeleton, processor, info.sampler_config, info.source, torch.device("cpu"), info.dtype, worker)

@@ -3,9 +3,10 @@
 `build_app` composes the three tabs (dg.ui.generate_tab, race_tab, learn_tab), each of which builds
 its own components and wires them to dg; `serve` starts it on a free local port (tests, benchmarks).
 `main` honours Gradio's GRADIO_SERVER_PORT / GRADIO_SERVER_NAME (--port / --host override them);
-without either it takes 7860 or the next free port, and prints the URL. `main` runs the model in one
-worker process that serves every run (dg.engine.worker: the sampler never waits on the server's GIL);
-`--in-process` keeps it in a thread of the server's process, as `build_app` and `serve` do by default.
+without either it takes 7860 or the next free port, and prints the URL. The app takes a model runner
+(dg.engine.runner): `main` runs the model in one worker process that serves every run
+(dg.engine.worker: the sampler never waits on the server's GIL); `--in-process` keeps it in a thread of
+the server's process, as `serve` does by default.
 
     python app.py [--model DIR_OR_ID] [--ar-model DIR_OR_ID] [--port N] [--host ADDR] [--share] [--in-process]
 """
@@ -21,9 +22,10 @@ import torch
 from dg.engine import files, race
 from dg.ui import generate_tab, learn_tab, race_tab
 from dg.ui.common import Shared, guard_inputs
-from dg.engine.worker import Hosted, load_hosted
 from dg.engine.memory import MAX_SESSIONS
+from dg.engine.runner import InProcess
 from dg.engine.runs import share_cpu
+from dg.engine.worker import start_worker
 
 MAX_UPLOAD = "20mb"
 LAUNCH = dict(max_file_size=MAX_UPLOAD, state_session_capacity=MAX_SESSIONS)  # past it Gradio drops the oldest
@@ -32,7 +34,8 @@ PRESENTER_JS = "(on) => { document.body.classList.toggle('dg-presenter', on); }"
 
 
 def build_app(loaded, ar_model=None, concurrency: int = 64) -> gr.Blocks:
-    """The whole demo on one loaded DiffusionGemma (and an optional separate AR model), queue enabled.
+    """The whole demo on one DiffusionGemma runner (dg.engine.runner.Runner: in this process or a worker
+    process) and an optional separate AR model, queue enabled.
 
     `concurrency` bounds the open events per listener; the model itself is shared by dg.engine.turns,
     whose line shows a waiting user their place (Gradio's own queue would not show it in the page)."""
@@ -61,12 +64,11 @@ def free_port() -> int:
 
 @contextmanager
 def serve(loaded, ar_model=None, *, in_process: bool = True):
-    """The app on a free local port, in this process; yields its URL and closes it afterwards.
-    `in_process=False`: the model runs in a worker process loaded from `loaded.source` (dg.engine.worker),
-    closed with the app."""
+    """The app on `loaded` (dg.loading.load's) on a free local port, in this process; yields its URL and
+    closes it afterwards. `in_process=False`: the model runs in a worker process loaded from `loaded.source`
+    (dg.engine.worker), closed with the app."""
     threads = torch.get_num_threads()
-    hosted = None if in_process else load_hosted(loaded.source, loaded.device)
-    loaded = hosted or loaded
+    loaded = InProcess.of(loaded) if in_process else start_worker(loaded.source, loaded.device)
     try:
         demo = build_app(loaded, ar_model)
         port = free_port()
@@ -76,7 +78,7 @@ def serve(loaded, ar_model=None, *, in_process: bool = True):
         finally:
             demo.close()
     finally:
-        _close(hosted)
+        loaded.close()
         torch.set_num_threads(threads)
 
 
@@ -95,15 +97,15 @@ def main() -> None:
     args = parser.parse_args()
     loaded = None
     try:  # the worker process loads first: a separate AR model goes where the diffusion model left room
-        loaded = load(args.model) if args.in_process else load_hosted(args.model)
+        loaded = InProcess.of(load(args.model)) if args.in_process else start_worker(args.model)
         ar_model = race.load_ar_model(args.ar_model) if args.ar_model else None
     except (FileNotFoundError, ValueError) as err:  # one line, exit code 2, as the CLI's bad input
-        _close(loaded)
+        if loaded is not None:
+            loaded.close()
         print(f"app.py: {err}", file=sys.stderr)
         raise SystemExit(2) from None
     share_cpu(loaded.device)
-    if isinstance(loaded, Hosted):
-        loaded.host.yield_cpu()  # from here on the app's threads are nicer than the model process
+    loaded.yield_cpu()  # from here on the app's threads are nicer than the model's (a worker process)
     files.remove_on_exit()  # SIGTERM too removes the files handed out
     print(loaded.describe())
     try:  # a port or host left as None is Gradio's to pick: its environment variables, then its defaults
@@ -116,9 +118,4 @@ def main() -> None:
         raise SystemExit(f"app.py: {busy}; pass another --port N, or leave --port out to take the next free "
                          "one") from None
     finally:
-        _close(loaded)
-
-
-def _close(loaded) -> None:
-    if isinstance(loaded, Hosted):
-        loaded.host.close()
+        loaded.close()

@@ -10,12 +10,11 @@ import gradio as gr
 import torch
 
 from dg.config import check_seed
-from dg.noise import corrupt, denoise_once
+from dg.noise import corrupt
 from dg.prompts import encode_text
 from dg.ui.common import Shared, refused_input
 from dg.tiny.examples import ExampleRow, SkillExamples
 from dg.ui.generate_tab import GenerateTab
-from dg.engine.worker import Hosted
 from dg.engine.session import scratch_dir
 from dg.view import export, walkthrough
 
@@ -54,8 +53,7 @@ def _forward_process(loaded) -> None:
     def ask(prompt, sentence, t, seed):
         clean, noisy, _ = noised(sentence, t, seed)  # the canvas drawn above: same seed, same noise
         with refused_input():
-            out = (loaded.host.denoise(prompt, noisy) if isinstance(loaded, Hosted)
-                   else denoise_once(loaded.model, loaded.processor, prompt, noisy))
+            out = loaded.denoise(prompt, noisy)
         right = [a == c for a, c in zip(out["argmax"], clean)]
         return (f"<p>One decoder pass at τ = {out['temperature']:.2f}, no self-conditioning (as step 1): the argmax "
                 f"recovers {sum(right)}/{len(clean)} tokens (green).</p>"

@@ -4,6 +4,14 @@
 import pytest
 import torch
 
+from dg.engine.runner import InProcess
+
+
+@pytest.fixture(scope="session")
+def loaded(loaded):
+    """The shared test checkpoint as the engine runs it: the in-process runner (dg.engine.runner)."""
+    return InProcess.of(loaded)
+
 
 @pytest.fixture(scope="module")
 def ar_model_dir(tmp_path_factory, processor):

@@ -24,7 +24,8 @@ from dg.sampler import generate_diffusion
 from dg.trace import Trace
 from dg.engine import runs as live
 from dg.ui.app import serve
-from dg.engine.worker import AHEAD, ModelHost, _Run, load_hosted, records as run_records
+from dg.engine.runner import stream_mode
+from dg.engine.worker import AHEAD, WorkerProcess, _Run, start_worker
 from dg.engine.turns import Budget, Ticket, Turns
 
 PROMPT = "What is 12 + 30?"
@@ -32,9 +33,9 @@ PROMPT = "What is 12 + 30?"
 
 @pytest.fixture(scope="module")
 def hosted(checkpoint_dir):
-    hosted = load_hosted(checkpoint_dir)
+    hosted = start_worker(checkpoint_dir)
     yield hosted
-    hosted.host.close()
+    hosted.close()
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +81,7 @@ def test_two_seeded_runs_interleaved_step_by_step_each_make_their_solo_run(hoste
                                                                            pause):
     """`pause`: the app drawing after each record, while the child makes both runs' next records ahead."""
     solo = {seed: headless(loaded, inputs, long_config, seed) for seed in (1, 2)}
-    streams = {seed: hosted.host.stream("diffusion", inputs, long_config, seed, threading.Event()) for seed in (1, 2)}
+    streams = {seed: hosted.stream("diffusion", inputs, long_config, seed, threading.Event()) for seed in (1, 2)}
     records = {1: [], 2: []}
     while streams:
         for seed, stream in list(streams.items()):  # one record of each in turn
@@ -117,7 +118,7 @@ def test_stop_mid_run_ends_it_cancelled_and_keeps_the_steps_it_made(hosted, load
     solo = headless(loaded, inputs, long_config, seed=5)
     cancel = threading.Event()
     records = []
-    for record in hosted.host.stream("diffusion", inputs, long_config, 5, cancel):
+    for record in hosted.stream("diffusion", inputs, long_config, 5, cancel):
         records.append(record)
         if len(records) == 4:  # RunStart and three steps
             cancel.set()
@@ -140,11 +141,11 @@ def test_steps_made_ahead_are_dropped_when_their_request_stops_the_run(loaded, l
     """The child makes a run's next records before they are asked for (at most `AHEAD`); a stop in the
     request for the first ends the run exactly where a run without records made ahead ends: same records,
     same counts, and nothing made ahead comes after the end."""
-    options = long_config if kind == "diffusion" else 24
+    options = long_config if kind == "diffusion" else long_config.replace(max_new_tokens=24)
 
     def run_until_stop(ahead: int) -> list:
         cancel = threading.Event()
-        run = _Run(run_records(loaded, kind, inputs, options, cancel), cancel, seed=3)
+        run = _Run(stream_mode(loaded, kind, inputs, options, cancel), cancel, seed=3)
         got = [run.next(False) for _ in range(4)]  # RunStart and three steps (or tokens)
         for _ in range(ahead):
             assert run.wants_ahead()
@@ -170,7 +171,7 @@ def test_records_made_ahead_to_the_end_of_a_run_are_its_records_and_nothing_afte
     the end; nothing is made past the end."""
     def records(ahead: bool) -> list:
         cancel = threading.Event()
-        run, got = _Run(run_records(loaded, "diffusion", inputs, config, cancel), cancel, seed=5), []
+        run, got = _Run(stream_mode(loaded, "diffusion", inputs, config, cancel), cancel, seed=5), []
         while not run.finished:
             while ahead and run.wants_ahead():
                 run.make_ahead()
@@ -199,7 +200,7 @@ def test_learn_s_prediction_through_the_worker_equals_the_in_process_one(hosted,
         expected = denoise_once(loaded.model, loaded.processor, PROMPT, canvas)
     finally:
         torch.set_num_threads(threads)
-    assert hosted.host.denoise(PROMPT, canvas) == expected
+    assert hosted.denoise(PROMPT, canvas) == expected
 
 
 def test_a_killed_worker_is_a_run_error_that_keeps_the_partial_trace_and_the_next_run_starts_a_fresh_one(
@@ -209,7 +210,7 @@ def test_a_killed_worker_is_a_run_error_that_keeps_the_partial_trace_and_the_nex
     while run._count < 3:
         assert time.time() < deadline and not run.finished
         time.sleep(0.002)
-    os.kill(hosted.host.pid, signal.SIGKILL)
+    os.kill(hosted.worker.pid, signal.SIGKILL)
     assert run.wait(30), "the run hangs on a dead worker"
     assert "model process was killed by signal 9" in run.error
     assert run.trace.end.finish_reason == "error" and run.trace.steps
@@ -222,7 +223,7 @@ def test_a_killed_worker_is_a_run_error_that_keeps_the_partial_trace_and_the_nex
 def test_a_checkpoint_the_worker_cannot_load_is_the_error_load_raises_and_the_worker_is_gone(checkpoint_dir,
                                                                                             tmp_path):
     shutil.copy(Path(checkpoint_dir) / "config.json", tmp_path / "config.json")  # no weights
-    host = ModelHost(tmp_path)
+    host = WorkerProcess(tmp_path)
     with pytest.raises(ValueError, match="no file named model.safetensors"):
         host.start()
     assert not host.alive()
@@ -242,9 +243,9 @@ def test_the_app_served_with_the_worker_process_answers_generate(loaded, inputs,
 APP_THAT_ENDS = """
 import signal
 import sys
-from dg.engine.worker import load_hosted
-hosted = load_hosted(sys.argv[1])
-print(hosted.host.pid, flush=True)
+from dg.engine.worker import start_worker
+hosted = start_worker(sys.argv[1])
+print(hosted.worker.pid, flush=True)
 if sys.argv[2] == "is killed":
     signal.pause()
 """
@@ -274,9 +275,9 @@ def test_the_worker_ends_when_the_app_s_process_ends(checkpoint_dir, end):
 
 NICER_APP = """
 import os, sys, threading
-from dg.engine.worker import APP_NICE, load_hosted
-hosted = load_hosted(sys.argv[1])
-host = hosted.host
+from dg.engine.worker import APP_NICE, start_worker
+hosted = start_worker(sys.argv[1])
+host = hosted.worker
 before = os.getpriority(os.PRIO_PROCESS, 0)
 host.yield_cpu()
 later = []

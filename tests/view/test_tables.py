@@ -2,6 +2,7 @@
 who won, by how much, and whether each side's answer matches the reference."""
 
 from dg.engine import race
+from dg.engine.runner import InProcess
 from dg.engine.runs import diffusion_run
 from dg.engine.session import History
 from dg.prompts import build_inputs
@@ -12,7 +13,7 @@ from tests.engine.test_race import PROMPT, finish
 
 
 def test_the_race_ends_with_one_line_who_won_by_how_much_and_each_answers_check(loaded, config):
-    d, a = finish(race.start_race(loaded, PROMPT, config=config, seed=0))
+    d, a = finish(race.start_race(InProcess.of(loaded), PROMPT, config=config, seed=0))
     line = tables.verdict(d, a, {"diffusion": Check("42", True), "AR": Check("42", False)})
     x = tables.speedup(d, a)
     winner = "Diffusion" if x >= 1 else "AR"
@@ -23,7 +24,7 @@ def test_the_race_ends_with_one_line_who_won_by_how_much_and_each_answers_check(
 
 
 def test_a_stopped_run_is_labelled_and_the_summary_names_how_each_run_ended(loaded, config):
-    run = diffusion_run(loaded, build_inputs(loaded.processor, PROMPT), config, seed=0).start()
+    run = diffusion_run(InProcess.of(loaded), build_inputs(loaded.processor, PROMPT), config, seed=0).start()
     run.wait(60)
     trace = run.snapshot()
     assert tables.summary(trace).startswith("**Done**")

@@ -1,0 +1,84 @@
+"""The model runner: one protocol for every place the model lives, and the one place a decoding mode is chosen.
+
+Every caller (live runs, races, the app's tabs) holds a `Runner` and never asks which kind: the model's
+description for the UI (a `dg.loading.Loaded`: processor, config, sampler defaults), and a run of a
+decoding mode streamed as records. `stream_mode` runs a mode on a model that lives in this process; each
+runner ends there, in this process (`InProcess`) or in the worker process (`dg.engine.worker.InWorker`).
+A new decoding mode is one branch of `stream_mode` (and its name in `MODES`); a new place for the model
+(a Ray Serve replica) is one more class with the five methods of `Runner`.
+
+    python -m dg.engine.runs --prompt "What is 2487 + 3356?" --seed 0   # a live run on the in-process runner
+"""
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, fields
+from typing import Protocol
+
+from dg.ar import stream_ar
+from dg.config import SamplerConfig
+from dg.loading import Loaded
+from dg.noise import denoise_once
+from dg.sampler import stream_diffusion
+
+MODES = ("diffusion", "ar")  # what `stream_mode` runs
+
+
+def stream_mode(loaded: Loaded, mode: str, inputs: dict, settings: SamplerConfig,
+                cancel: threading.Event) -> Iterator:
+    """The records of one run of `mode` on `loaded`'s own model, `inputs` on its device: RunStart, the mode's
+    records, RunEnd ("cancelled" between two steps once `cancel` is set). "diffusion": dg.sampler with
+    `settings`; "ar": greedy dg.ar on the same weights, up to `settings.max_new_tokens`."""
+    if mode == "diffusion":
+        return stream_diffusion(loaded.model, inputs, settings, cancel=cancel)
+    if mode == "ar":
+        return stream_ar(loaded.model, inputs, settings.max_new_tokens, loaded.eos_token_ids,
+                         pad_token_id=loaded.pad_token_id, cancel=cancel)
+    raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+
+
+class Runner(Protocol):
+    """Where the model runs. Besides what `dg.loading.Loaded` holds for the UI (`processor`, `tokenizer`,
+    `model` with at least its config and generation config, `sampler_config`, `source`, `device` to build
+    inputs on, `eos_token_ids`, `pad_token_id`):"""
+
+    def stream(self, mode: str, inputs: dict, settings: SamplerConfig, seed: int | None,
+               cancel: threading.Event) -> Iterator:
+        """A run's records, as `stream_mode` gives them. `seed`: the run's seed (None: it draws no random
+        numbers); a runner whose model lives in another process keeps the run's RNG there as
+        dg.engine.turns does here (seeded before its first record, its state kept between records)."""
+
+    def denoise(self, prompt: str, canvas_ids: list[int]) -> dict:
+        """Learn's one decoder pass (dg.noise.denoise_once) on `canvas_ids` after `prompt`."""
+
+    def describe(self) -> str:
+        """The model's title line: source, size, vocabulary, canvas, dtype, where it runs."""
+
+    def yield_cpu(self) -> None:
+        """Let the model's own threads win the CPU over this process's drawing (where they are apart)."""
+
+    def close(self) -> None:
+        """Free what the runner holds (a process, a replica); runs it served end."""
+
+
+@dataclass
+class InProcess(Loaded):
+    """The model in this process: a run's records come from its generator in the calling thread, whose RNG
+    the turns in this process seed (dg.engine.turns), so `seed` needs nothing more here."""
+
+    @classmethod
+    def of(cls, loaded: Loaded) -> "InProcess":
+        """The runner of a model loaded here (`dg.loading.load`)."""
+        return cls(**{f.name: getattr(loaded, f.name) for f in fields(Loaded)})
+
+    def stream(self, mode, inputs, settings, seed, cancel):
+        return stream_mode(self, mode, inputs, settings, cancel)
+
+    def denoise(self, prompt, canvas_ids):
+        return denoise_once(self.model, self.processor, prompt, canvas_ids)
+
+    def yield_cpu(self) -> None:
+        pass  # the sampler's thread and the drawing share this process: nothing to yield to
+
+    def close(self) -> None:
+        pass  # the weights go with the last reference
