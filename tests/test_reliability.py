@@ -261,6 +261,18 @@ def test_file_routes_serve_nothing_outside_the_app_s_folders(url, route):
     assert "root:" not in response.text and "HF_HUB" not in response.text
 
 
+@pytest.mark.parametrize("fn_index", [10**6, -1])
+def test_an_event_no_listener_has_is_a_4xx_with_one_line_and_one_log_line(url, caplog, fn_index):
+    """A raw request to Gradio's queue naming an fn_index the app does not have: a client's mistake."""
+    with caplog.at_level("WARNING", logger="dg.ui"), httpx.Client(timeout=30) as http:
+        reply = http.post(f"{url}gradio_api/queue/join",
+                          json={"data": [], "fn_index": fn_index, "session_hash": "no-such-event"})
+    assert 400 <= reply.status_code < 500, (reply.status_code, reply.text)
+    detail = reply.json()["detail"]
+    assert detail == f"no event has fn_index {fn_index}" and "\n" not in reply.text
+    assert [r.getMessage() for r in caplog.records if r.name == "dg.ui"] == [f"refused: {detail}"]
+
+
 def test_the_server_is_healthy_after_every_bad_input(url, params):
     healthy(url, params)
 

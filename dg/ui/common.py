@@ -81,6 +81,26 @@ def guard_inputs(demo: gr.Blocks) -> gr.Blocks:
         return values
 
     demo.preprocess_data = checked
+    return _guard_events(demo)
+
+
+def _guard_events(demo: gr.Blocks) -> gr.Blocks:
+    """A raw request to the queue may name an event that does not exist (an `fn_index` no listener has):
+    Gradio's queue refuses a missing index with HTTP 400 but looks an unknown one up unchecked (a KeyError,
+    HTTP 500 and a traceback). Refused here on the queue's own path: HTTP 400, a one-line body and one log line."""
+    queue = demo._queue
+    push = queue.push
+
+    async def checked(body, request, username):
+        if body.fn_index is not None:
+            fns = demo.state_holder[body.session_hash].blocks_config.fns if body.session_hash else demo.fns
+            if body.fn_index not in fns:
+                message = f"no event has fn_index {body.fn_index}"
+                LOG.warning("refused: %s", message)
+                return False, message, "error"
+        return await push(body=body, request=request, username=username)
+
+    queue.push = checked
     return demo
 
 
