@@ -26,6 +26,7 @@ RELEASE_ID = "google/diffusiongemma-26B-A4B-it"
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]*[A-Za-z0-9]")
 FLOAT_DTYPES = {"F64", "F32", "F16", "BF16"}  # safetensors dtypes that from_pretrained(dtype=...) casts
 MAX_HEADER_BYTES = 100 * 2**20  # a safetensors header is JSON of names and shapes: a few MB at most
+LOCAL_ONLY = {"local_files_only": True, "trust_remote_code": False}  # every from_pretrained: nothing fetched or run
 
 
 @dataclass
@@ -192,6 +193,74 @@ def check_inputs(model, inputs: dict, config: SamplerConfig) -> None:
                              f"side, at most {vision.position_embedding_size}; crop it closer to square")
 
 
+# Free memory kept beside a separate AR model's weights on its GPU: both sides' working memory during a race
+# (the diffusion side's logits over a 256-token canvas are 256 × 262,144 × 4 B ≈ 0.27 GB each, a few alive
+# per step; the KV caches of race-length replies) and the CUDA allocator's slack.
+AR_HEADROOM_BYTES = 4 * 10**9
+
+
+@dataclass
+class ARModel:
+    """A causal LM and its tokenizer, for racing through transformers' `generate()`."""
+
+    model: object
+    tokenizer: object
+    source: str
+
+    def inputs(self, prompt: str, thinking: bool = False) -> dict:
+        messages = [{"role": "user", "content": prompt}]
+        kwargs = {"enable_thinking": True} if thinking else {}
+        inputs = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
+                                                    return_dict=True, return_tensors="pt",
+                                                    sanitize_control_tokens=True, **kwargs)  # user text is text
+        return {k: v.to(self.model.device) for k, v in dict(inputs).items()}
+
+    @property
+    def eos_token_ids(self) -> list[int]:
+        return eos_token_ids(self.model) or [self.tokenizer.eos_token_id]
+
+
+def place_ar_model(source: str, needed: int, free: dict[torch.device, int]) -> torch.device:
+    """The first device in `free` (device → free bytes: the diffusion model's GPU first, then the others)
+    with room for `needed` bytes of weights plus AR_HEADROOM_BYTES; else a one-line ValueError that says
+    what fits."""
+    for device, room in free.items():
+        if needed + AR_HEADROOM_BYTES <= room:
+            return device
+    (first, room), *others = free.items()
+    best, most = max(free.items(), key=lambda item: item[1])
+    elsewhere = f" and no other GPU has room ({max(r for _, r in others) / 1e9:.1f} GB free at most)" if others else ""
+    raise ValueError(
+        f"--ar-model {source} needs {needed / 1e9:.1f} GB of weights + {AR_HEADROOM_BYTES / 1e9:.0f} GB headroom, "
+        f"but {first} has {room / 1e9:.1f} GB free{elsewhere}: an AR model of up to "
+        f"{max(0, most - AR_HEADROOM_BYTES) / 1e9:.1f} GB of weights fits (on {best}); the same-weights AR race "
+        "(leave out --ar-model) always fits, as it loads no second model")
+
+
+def load_ar_model(source: str, device=None) -> ARModel:
+    """A local folder or cached hub id (never downloaded), safetensors only, no remote code. Its weights go
+    straight to the device (device_map); on CUDA to the first GPU with room for them (`place_ar_model`,
+    sized from the checkpoint's safetensors headers before any tensor is read), or a one-line refusal."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = resolve(source)
+    device, dtype = pick_device(device)
+    free = free_memory(device)
+    if free:
+        try:
+            needed = weights_bytes(path, dtype)
+        except (OSError, ValueError, KeyError) as err:  # no weights, or a file that is not safetensors
+            raise ValueError(f"cannot load the AR model {source}: {one_line(err)}") from err
+        device = place_ar_model(str(source), needed, free)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, device_map=device, use_safetensors=True,
+                                                     **LOCAL_ONLY).eval()
+        tokenizer = AutoTokenizer.from_pretrained(path, **LOCAL_ONLY)
+    except Exception as err:  # a broken config, missing or truncated weights: one line
+        raise ValueError(f"cannot load the AR model {source}: {one_line(err)}") from err
+    return ARModel(model, tokenizer, str(source))
+
+
 def load(model: str | os.PathLike | None = None, device=None, dtype: torch.dtype | None = None) -> Loaded:
     from transformers import AutoProcessor, DiffusionGemmaForBlockDiffusion
     from transformers.utils import logging as hf_logging
@@ -201,16 +270,31 @@ def load(model: str | os.PathLike | None = None, device=None, dtype: torch.dtype
     source = resolve(model)
     device, default_dtype = pick_device(device)
     dtype = dtype or default_dtype
-    local_only = {"local_files_only": True}
     try:
         # device_map: each tensor goes from the safetensors mmap straight to `device`; a 26B checkpoint never
         # stages its ~52 GB of bf16 weights in host RAM first (needs accelerate)
         net = DiffusionGemmaForBlockDiffusion.from_pretrained(
-            source, dtype=dtype, device_map=device, use_safetensors=True, trust_remote_code=False, **local_only)
+            source, dtype=dtype, device_map=device, use_safetensors=True, **LOCAL_ONLY)
         net.eval()
-        processor = AutoProcessor.from_pretrained(source, trust_remote_code=False, **local_only)
+        processor = AutoProcessor.from_pretrained(source, **LOCAL_ONLY)
         check_vocab(net, processor)
         sampler_config = SamplerConfig.from_generation_config(net.generation_config)
     except Exception as err:  # a broken config, missing or truncated weights, a foreign tokenizer: one line
         raise ValueError(f"cannot load the checkpoint {source}: {one_line(err)}") from err
     return Loaded(net, processor, sampler_config, source, device, dtype)
+
+
+def load_skeleton(source: str, config, generation_config, sampler_config: SamplerConfig, dtype: torch.dtype) -> Loaded:
+    """A checkpoint as a process that does not hold its weights sees it: its processor, and its model on the
+    meta device (config and generation config, no weights), with inputs built on the CPU. A processor that
+    cannot load raises one line."""
+    from transformers import AutoProcessor, DiffusionGemmaForBlockDiffusion
+
+    try:
+        processor = AutoProcessor.from_pretrained(source, **LOCAL_ONLY)
+        with torch.device("meta"):  # shapes only
+            skeleton = DiffusionGemmaForBlockDiffusion(config).eval()
+        skeleton.generation_config = generation_config
+    except Exception as err:
+        raise ValueError(f"cannot load the checkpoint {source}: {one_line(err)}") from err
+    return Loaded(skeleton, processor, sampler_config, source, torch.device("cpu"), dtype)

@@ -1,4 +1,4 @@
-"""Loading checkpoints: local folders, cached hub ids, and loud failures."""
+"""Loading checkpoints: local folders, cached hub ids, and loud failures; a separate AR model placed where it fits."""
 
 import json
 import os
@@ -12,7 +12,8 @@ import torch
 from PIL import Image
 
 from dg.bench.device import RELEASE_TEXT_CONFIG
-from dg.loading import check_inputs, free_memory, load, pick_device, resolve, weights_bytes
+from dg.loading import (AR_HEADROOM_BYTES, check_inputs, free_memory, load, load_ar_model, pick_device, place_ar_model,
+                        resolve, weights_bytes)
 from dg.prompts import build_inputs
 from dg.testing import tiny_model_for
 
@@ -208,3 +209,38 @@ def test_loading_holds_at_most_one_copy_of_the_weights_in_host_memory(release_vo
     bound = HELD_COPIES[dtype] * weights + file_bytes + LOAD_SLACK
     assert growth <= bound, (f"peak RSS grew {growth / 1e6:.0f} MB loading {weights / 1e6:.0f} MB of {dtype} "
                              f"weights; bound {bound / 1e6:.0f} MB")
+
+
+GB = 10**9
+CUDA0, CUDA1 = torch.device("cuda", 0), torch.device("cuda", 1)
+
+
+def test_an_ar_model_that_fits_nowhere_is_refused_in_one_line_that_says_what_fits():
+    with pytest.raises(ValueError) as err:  # an 80 GB H100 beside the 52 GB diffusion model
+        place_ar_model("google/gemma-4-26B-A4B-it", 50 * GB, {CUDA0: 26 * GB})
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("--ar-model google/gemma-4-26B-A4B-it needs 50.0 GB")
+    fits = 26 - AR_HEADROOM_BYTES / GB
+    assert "cuda:0 has 26.0 GB free" in message and f"up to {fits:.1f} GB of weights fits (on cuda:0)" in message
+    assert "the same-weights AR race (leave out --ar-model) always fits" in message
+    with pytest.raises(ValueError, match="no other GPU has room \\(30.0 GB free at most\\).* fits \\(on cuda:1\\)"):
+        place_ar_model("big", 50 * GB, {CUDA0: 26 * GB, CUDA1: 30 * GB})
+
+
+def test_an_ar_model_goes_beside_the_diffusion_model_when_it_fits_else_to_another_gpu_with_room():
+    headroom = AR_HEADROOM_BYTES
+    assert place_ar_model("m", 50 * GB, {CUDA0: 50 * GB + headroom, CUDA1: 140 * GB}) == CUDA0
+    assert place_ar_model("m", 50 * GB, {CUDA0: 50 * GB + headroom - 1, CUDA1: 140 * GB}) == CUDA1
+    assert place_ar_model("m", 50 * GB, {CUDA1: 26 * GB, CUDA0: 60 * GB}) == CUDA0
+
+
+def test_loading_an_ar_model_checks_the_room_its_weights_need_before_reading_them(ar_model_dir, monkeypatch):
+    import dg.loading
+
+    needed = dg.loading.weights_bytes(str(ar_model_dir), torch.float32)
+    cpu = torch.device("cpu")  # the CPU stands in for a GPU: the same check with fake free memory
+    monkeypatch.setattr(dg.loading, "free_memory", lambda device: {cpu: needed + AR_HEADROOM_BYTES - 1})
+    with pytest.raises(ValueError, match=f"needs {needed / GB:.1f} GB of weights"):
+        load_ar_model(str(ar_model_dir))
+    monkeypatch.setattr(dg.loading, "free_memory", lambda device: {cpu: needed + AR_HEADROOM_BYTES})
+    assert load_ar_model(str(ar_model_dir)).model.device == cpu

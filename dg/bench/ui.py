@@ -39,12 +39,11 @@ from urllib.parse import urljoin
 import torch
 
 from dg.config import KNOBS
-from dg.loading import load
+from dg.loading import load, share_cpu
 from dg.prompts import build_inputs
 from dg.sampler import generate_diffusion
 from dg.trace import Trace
 from dg.ui.app import free_port
-from dg.engine.runs import share_cpu
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 CANVAS_FRAME = re.compile(r"step \d+ · showing")  # a drawn step, not the "waiting" placeholder

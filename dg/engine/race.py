@@ -5,8 +5,8 @@ By default both sides use the same DiffusionGemma weights: the entropy-bound sam
 separate causal LM (e.g. Gemma 4) run by transformers' own `generate()`; a `BaseStreamer` records
 each token it pushes, with a timestamp, as a `TokenRecord`, so both sides give the same kind of trace.
 Both threads wait at a barrier and start together; on one device they share it, as a user would.
-A separate AR model is sized from its safetensors headers before it loads, and goes on the diffusion
-model's GPU when it fits there, else on another GPU with room, else it is refused in one line.
+A separate AR model is loaded by dg.loading.load_ar_model (sized from its safetensors headers before it
+loads, on the diffusion model's GPU when it fits there, else on another GPU with room, else refused).
 
     python -m dg.engine.race                    # the embedded tiny model on a long-answer skill example
     python -m dg.engine.race --ar-model google/gemma-4-E2B-it --prompt "Write a haiku about rain."
@@ -24,82 +24,13 @@ import torch
 from transformers.generation.streamers import BaseStreamer
 
 from dg.config import SamplerConfig
-from dg.passes import eos_token_ids, entropy, top_k
+from dg.loading import ARModel, load_ar_model, share_cpu
+from dg.passes import entropy, top_k
 from dg.prompts import build_inputs, decode_reply
 from dg.trace import RunEnd, RunStart, TokenRecord, Trace
 from dg.tiny.examples import SkillExamples
 from dg.engine.runner import InProcess
-from dg.engine.runs import DEFAULT_FPS, LiveRun, ar_run, diffusion_run, share_cpu, watch
-
-# Free memory kept beside a separate AR model's weights on its GPU: both sides' working memory during a race
-# (the diffusion side's logits over a 256-token canvas are 256 × 262,144 × 4 B ≈ 0.27 GB each, a few alive
-# per step; the KV caches of race-length replies) and the CUDA allocator's slack.
-AR_HEADROOM_BYTES = 4 * 10**9
-
-
-@dataclass
-class ARModel:
-    """A causal LM and its tokenizer, for racing through transformers' `generate()`."""
-
-    model: object
-    tokenizer: object
-    source: str
-
-    def inputs(self, prompt: str, thinking: bool = False) -> dict:
-        messages = [{"role": "user", "content": prompt}]
-        kwargs = {"enable_thinking": True} if thinking else {}
-        inputs = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
-                                                    return_dict=True, return_tensors="pt",
-                                                    sanitize_control_tokens=True, **kwargs)  # user text is text
-        return {k: v.to(self.model.device) for k, v in dict(inputs).items()}
-
-    @property
-    def eos_token_ids(self) -> list[int]:
-        return eos_token_ids(self.model) or [self.tokenizer.eos_token_id]
-
-
-def place_ar_model(source: str, needed: int, free: dict[torch.device, int]) -> torch.device:
-    """The first device in `free` (device → free bytes: the diffusion model's GPU first, then the others)
-    with room for `needed` bytes of weights plus AR_HEADROOM_BYTES; else a one-line ValueError that says
-    what fits."""
-    for device, room in free.items():
-        if needed + AR_HEADROOM_BYTES <= room:
-            return device
-    (first, room), *others = free.items()
-    best, most = max(free.items(), key=lambda item: item[1])
-    elsewhere = f" and no other GPU has room ({max(r for _, r in others) / 1e9:.1f} GB free at most)" if others else ""
-    raise ValueError(
-        f"--ar-model {source} needs {needed / 1e9:.1f} GB of weights + {AR_HEADROOM_BYTES / 1e9:.0f} GB headroom, "
-        f"but {first} has {room / 1e9:.1f} GB free{elsewhere}: an AR model of up to "
-        f"{max(0, most - AR_HEADROOM_BYTES) / 1e9:.1f} GB of weights fits (on {best}); the same-weights AR race "
-        "(leave out --ar-model) always fits, as it loads no second model")
-
-
-def load_ar_model(source: str, device=None) -> ARModel:
-    """A local folder or cached hub id (never downloaded), safetensors only, no remote code. Its weights go
-    straight to the device (device_map); on CUDA to the first GPU with room for them (`place_ar_model`,
-    sized from the checkpoint's safetensors headers before any tensor is read), or a one-line refusal."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from dg.loading import free_memory, one_line, pick_device, resolve, weights_bytes
-
-    path = resolve(source)
-    device, dtype = pick_device(device)
-    free = free_memory(device)
-    if free:
-        try:
-            needed = weights_bytes(path, dtype)
-        except (OSError, ValueError, KeyError) as err:  # no weights, or a file that is not safetensors
-            raise ValueError(f"cannot load the AR model {source}: {one_line(err)}") from err
-        device = place_ar_model(str(source), needed, free)
-    try:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, device_map=device, use_safetensors=True,
-                                                     local_files_only=True, trust_remote_code=False).eval()
-        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=False)
-    except Exception as err:  # a broken config, missing or truncated weights: one line
-        raise ValueError(f"cannot load the AR model {source}: {one_line(err)}") from err
-    return ARModel(model, tokenizer, str(source))
-
+from dg.engine.runs import DEFAULT_FPS, LiveRun, ar_run, diffusion_run, watch
 
 class ScoreRecorder:
     """A logits processor that keeps the last distribution, so the streamer can record entropy and top-k."""

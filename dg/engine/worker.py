@@ -39,7 +39,7 @@ import signal
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 
@@ -47,7 +47,7 @@ from dg.config import SamplerConfig
 from dg.engine.memory import trim
 from dg.engine.runner import stream_mode
 from dg.engine.turns import Ticket
-from dg.loading import Loaded, load, share_cpu
+from dg.loading import EMBEDDED_MODEL, Loaded, load, load_skeleton, share_cpu
 from dg.noise import denoise_once
 from dg.trace import RunEnd
 
@@ -408,18 +408,11 @@ class InWorker(Loaded):
 def start_worker(model=None, device=None) -> InWorker:
     """Start the worker process on `model` (as dg.loading.load takes it) and return the app's runner of it;
     a checkpoint that cannot load raises the error dg.loading.load raises."""
-    from transformers import AutoProcessor, DiffusionGemmaForBlockDiffusion
-
-    from dg.loading import EMBEDDED_MODEL, one_line
-
     worker = WorkerProcess(EMBEDDED_MODEL if model is None else model, device)
     info = worker.start()
     try:
-        processor = AutoProcessor.from_pretrained(info.source, local_files_only=True, trust_remote_code=False)
-        with torch.device("meta"):  # shapes only: the weights stay in the child
-            skeleton = DiffusionGemmaForBlockDiffusion(info.config).eval()
-        skeleton.generation_config = info.generation_config
-    except Exception as err:
+        seen = load_skeleton(info.source, info.config, info.generation_config, info.sampler_config, info.dtype)
+    except ValueError:
         worker.close()
-        raise ValueError(f"cannot load the checkpoint {info.source}: {one_line(err)}") from err
-    return InWorker(skeleton, processor, info.sampler_config, info.source, torch.device("cpu"), info.dtype, worker)
+        raise
+    return InWorker(**{f.name: getattr(seen, f.name) for f in fields(Loaded)}, worker=worker)

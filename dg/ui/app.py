@@ -19,13 +19,13 @@ from contextlib import contextmanager
 import gradio as gr
 import torch
 
-from dg.engine import files, race
+from dg.engine import files
 from dg.ui import generate_tab, learn_tab, race_tab
 from dg.ui.common import Shared, guard_inputs
 from dg.engine.memory import MAX_SESSIONS
 from dg.engine.runner import InProcess
-from dg.engine.runs import share_cpu
 from dg.engine.worker import start_worker
+from dg.loading import load_ar_model, share_cpu
 
 MAX_UPLOAD = "20mb"
 LAUNCH = dict(max_file_size=MAX_UPLOAD, state_session_capacity=MAX_SESSIONS)  # past it Gradio drops the oldest
@@ -98,7 +98,7 @@ def main() -> None:
     loaded = None
     try:  # the worker process loads first: a separate AR model goes where the diffusion model left room
         loaded = InProcess.of(load(args.model)) if args.in_process else start_worker(args.model)
-        ar_model = race.load_ar_model(args.ar_model) if args.ar_model else None
+        ar_model = load_ar_model(args.ar_model) if args.ar_model else None
     except (FileNotFoundError, ValueError) as err:  # one line, exit code 2, as the CLI's bad input
         if loaded is not None:
             loaded.close()

@@ -14,6 +14,7 @@ from dg.prompts import build_inputs
 from dg.sampler import generate_diffusion
 from dg.trace import Trace
 from dg.engine import race
+from dg.loading import load_ar_model
 from dg.view import tables
 
 PROMPT = "What is 12 + 30?"
@@ -69,7 +70,7 @@ def test_the_streamer_skips_the_prompt_and_stamps_every_token_in_order():
 
 
 def test_a_separate_ar_model_races_through_generate_and_records_its_own_tokens(loaded, config, ar_model_dir):
-    ar_model = race.load_ar_model(str(ar_model_dir))
+    ar_model = load_ar_model(str(ar_model_dir))
     contest = race.start_race(loaded, PROMPT, config=config, seed=0, ar_model=ar_model)
     d, a = finish(contest)
     assert contest.ar_tokenizer is ar_model.tokenizer and a.start.config["model"] == str(ar_model_dir)
@@ -95,41 +96,6 @@ def test_both_sides_count_tokens_the_same_way_pad_is_never_output(loaded, config
     assert stats["tokens"] == len(a.tokens) - sum(r.token_id == a.tokens[0].token_id for r in a.tokens)
     if stats["tokens"] == 0:
         assert stats["TTFT (s)"] == "—"
-
-
-GB = 10**9
-CUDA0, CUDA1 = torch.device("cuda", 0), torch.device("cuda", 1)
-
-
-def test_an_ar_model_that_fits_nowhere_is_refused_in_one_line_that_says_what_fits():
-    with pytest.raises(ValueError) as err:  # an 80 GB H100 beside the 52 GB diffusion model
-        race.place_ar_model("google/gemma-4-26B-A4B-it", 50 * GB, {CUDA0: 26 * GB})
-    message = str(err.value)
-    assert "\n" not in message and message.startswith("--ar-model google/gemma-4-26B-A4B-it needs 50.0 GB")
-    fits = 26 - race.AR_HEADROOM_BYTES / GB
-    assert "cuda:0 has 26.0 GB free" in message and f"up to {fits:.1f} GB of weights fits (on cuda:0)" in message
-    assert "the same-weights AR race (leave out --ar-model) always fits" in message
-    with pytest.raises(ValueError, match="no other GPU has room \\(30.0 GB free at most\\).* fits \\(on cuda:1\\)"):
-        race.place_ar_model("big", 50 * GB, {CUDA0: 26 * GB, CUDA1: 30 * GB})
-
-
-def test_an_ar_model_goes_beside_the_diffusion_model_when_it_fits_else_to_another_gpu_with_room():
-    headroom = race.AR_HEADROOM_BYTES
-    assert race.place_ar_model("m", 50 * GB, {CUDA0: 50 * GB + headroom, CUDA1: 140 * GB}) == CUDA0
-    assert race.place_ar_model("m", 50 * GB, {CUDA0: 50 * GB + headroom - 1, CUDA1: 140 * GB}) == CUDA1
-    assert race.place_ar_model("m", 50 * GB, {CUDA1: 26 * GB, CUDA0: 60 * GB}) == CUDA0
-
-
-def test_loading_an_ar_model_checks_the_room_its_weights_need_before_reading_them(ar_model_dir, monkeypatch):
-    import dg.loading
-
-    needed = dg.loading.weights_bytes(str(ar_model_dir), torch.float32)
-    cpu = torch.device("cpu")  # the CPU stands in for a GPU: the same check with fake free memory
-    monkeypatch.setattr(dg.loading, "free_memory", lambda device: {cpu: needed + race.AR_HEADROOM_BYTES - 1})
-    with pytest.raises(ValueError, match=f"needs {needed / GB:.1f} GB of weights"):
-        race.load_ar_model(str(ar_model_dir))
-    monkeypatch.setattr(dg.loading, "free_memory", lambda device: {cpu: needed + race.AR_HEADROOM_BYTES})
-    assert race.load_ar_model(str(ar_model_dir)).model.device == cpu
 
 
 @pytest.mark.parametrize("main, prog", [("dg.ui.app", "app.py"), ("dg.engine.race", "dg.engine.race")])

@@ -5,7 +5,7 @@ import re
 
 from gradio_client import Client
 
-from dg.engine import race
+from dg.loading import load_ar_model
 from dg.ui.app import serve
 
 PROMPT = "What is 12 + 30?"
@@ -13,7 +13,7 @@ CHART, RESULT = 7, 8  # outputs of /race: both sides (canvas, stats, text), stat
 
 
 def test_the_app_races_a_separate_ar_model_given_with_ar_model(loaded, ar_model_dir, tmp_path):
-    with serve(loaded, race.load_ar_model(str(ar_model_dir))) as url:
+    with serve(loaded, load_ar_model(str(ar_model_dir))) as url:
         client = Client(url, verbose=False, download_files=str(tmp_path))
         out = client.predict(prompt=PROMPT, thinking=False, seed=0, max_denoising_steps=6, max_new_tokens=16,
                              api_name="/race")
