@@ -2,12 +2,14 @@
 
 One home for each piece: the token ids a run needs (EOS, pad), splitting the inputs, the KV cache,
 the causal encoder pass that writes uncached tokens into it (prefill, and each committed canvas),
-the decoder's attention mask and forward over a canvas, the after-EOS mask, and the top-k and
-entropy of a distribution that every per-step and per-token record carries.
+the decoder's attention mask and forward over a canvas, the after-EOS mask, the top-k and
+entropy of a distribution that every per-step and per-token record carries, and the one copy that
+brings a record's arrays to the host.
 
     python -m pytest tests/test_passes.py -q
 """
 
+import numpy as np
 import torch
 
 TOPK = 5  # candidates kept per position in the records (inspector, race tooltips)
@@ -99,9 +101,42 @@ def eos_pad(committed: torch.Tensor, eos_ids, pad: int | None) -> tuple[torch.Te
     return committed, True
 
 
-def top_k(logits: torch.Tensor, k: int = TOPK) -> tuple[torch.Tensor, torch.Tensor]:
-    """(probabilities, ids) of the k most likely tokens of softmax(logits) over the last dim, float32."""
+def top_k(logits: torch.Tensor, k: int = TOPK, *, probs: torch.Tensor | None = None,
+          log_normalizer: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(probabilities, ids) of the k most likely tokens of softmax(logits) over the last dim, float32.
+
+    A sampling step already holds what the probabilities need (`StepSample`): given `probs` (that softmax,
+    float32) the top-k is taken from it; given `log_normalizer` (log Σ exp(logits) over the last dim) it is
+    taken from the logits themselves and p = exp(logit − log_normalizer). Either way no second (…, V)
+    softmax is written and read again (268 MB at the release's 256 × 262,144).
+    """
+    if probs is not None:
+        return torch.topk(probs, k, dim=-1)
+    if log_normalizer is not None:
+        values, ids = torch.topk(logits, k, dim=-1)
+        return torch.exp(values.float() - log_normalizer.unsqueeze(-1)), ids
     return torch.topk(torch.softmax(logits.float(), dim=-1), k, dim=-1)
+
+
+def to_host(*tensors: torch.Tensor) -> list[np.ndarray]:
+    """NumPy copies of several device tensors through one device-to-host copy (one sync, not one per tensor).
+
+    The tensors' bytes are packed into one uint8 buffer, each padded to 8 bytes so every array stays aligned;
+    the arrays are views into that one host buffer, with the tensors' dtypes and shapes.
+    """
+    chunks, layout = [], []
+    for tensor in tensors:
+        flat = tensor.detach().reshape(-1).contiguous().view(torch.uint8)
+        pad = -flat.numel() % 8
+        chunks += [flat, flat.new_zeros(pad)] if pad else [flat]
+        layout.append((tensor, flat.numel() + pad))
+    packed = torch.cat(chunks).cpu().numpy() if chunks else np.zeros(0, dtype=np.uint8)
+    arrays, offset = [], 0
+    for tensor, nbytes in layout:
+        dtype = torch.empty(0, dtype=tensor.dtype).numpy().dtype
+        arrays.append(packed[offset:offset + tensor.numel() * dtype.itemsize].view(dtype).reshape(tensor.shape))
+        offset += nbytes
+    return arrays
 
 
 def entropy(logits: torch.Tensor) -> torch.Tensor:

@@ -24,31 +24,35 @@ import time
 from collections import deque
 from collections.abc import Iterator
 
-import numpy as np
 import torch
 
 from dg.config import SamplerConfig
 from dg.kernels.sampling import sample_step
 from dg.passes import (after_prefill, decode, decoder_mask, encode, eos_pad, eos_token_ids, new_cache, pad_token_id,
-                       positions, split_inputs, top_k)
+                       positions, split_inputs, to_host, top_k)
 from dg.trace import CanvasRecord, RunEnd, RunStart, StepRecord, Trace
 
 
 def _step_record(k, n, temperature, noisy, s, bound, stable, confident, reason, clock) -> StepRecord:
     """The step's record; its time is taken once the record is built (a top-k over the vocabulary is
-    part of making it), so a viewer can show the step from then on."""
-    probs, ids = top_k(s.scaled_logits[0])  # (C, k)
-    entropy = s.entropy[0].float()
-    accepted = s.accepted[0]
-    acc_entropy = entropy[accepted]
-    lhs = float(acc_entropy.sum() - acc_entropy.max()) if accepted.any() else 0.0
-    arrays = dict(noisy=noisy[0].cpu().numpy(), argmax=s.argmax[0].cpu().numpy(), sampled=s.sampled[0].cpu().numpy(),
-                  accepted=accepted.cpu().numpy().astype(bool), entropy=entropy.cpu().numpy().astype(np.float32),
-                  topk_ids=ids.cpu().numpy(), topk_probs=probs.cpu().numpy().astype(np.float32))
+    part of making it), so a viewer can show the step from then on.
+
+    The top-k's probabilities come from what the step already holds (its softmax or its log-normalizer), and
+    the step's arrays reach the host in one copy; the sums over them are taken there."""
+    row = lambda t: None if t is None else t[0]  # noqa: E731
+    probs, ids = top_k(s.scaled_logits[0], probs=row(s.probs), log_normalizer=row(s.log_normalizer))  # (C, k)
+    on_device = isinstance(temperature, torch.Tensor)
+    host = to_host(noisy[0], s.argmax[0], s.sampled[0], s.accepted[0], s.entropy[0].float(), ids, probs.float(),
+                   *([temperature] if on_device else []))
+    names = ("noisy", "argmax", "sampled", "accepted", "entropy", "topk_ids", "topk_probs")
+    arrays = dict(zip(names, host))
+    entropy = torch.from_numpy(arrays["entropy"])
+    acc_entropy = entropy[torch.from_numpy(arrays["accepted"])]
+    lhs = float(acc_entropy.sum() - acc_entropy.max()) if acc_entropy.numel() else 0.0
     return StepRecord(
-        canvas=k, step=n, temperature=float(temperature), accepted_entropy=lhs, entropy_bound=float(bound),
-        mean_entropy=float(entropy.mean()), stable=bool(stable), confident=bool(confident), stop_reason=reason,
-        t=time.perf_counter() - clock, **arrays)
+        canvas=k, step=n, temperature=float(host[-1].item() if on_device else temperature), accepted_entropy=lhs,
+        entropy_bound=float(bound), mean_entropy=float(entropy.mean()), stable=bool(stable), confident=bool(confident),
+        stop_reason=reason, t=time.perf_counter() - clock, **arrays)
 
 
 class _Stopper:

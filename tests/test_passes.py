@@ -1,8 +1,9 @@
-"""Model plumbing: EOS and pad ids, the after-EOS mask, and the distribution every record summarises."""
+"""Model plumbing: EOS and pad ids, the after-EOS mask, the distribution every record summarises, the host copy."""
 
+import numpy as np
 import torch
 
-from dg.passes import TOPK, after_eos, entropy, eos_pad, eos_token_ids, pad_token_id, top_k
+from dg.passes import TOPK, after_eos, entropy, eos_pad, eos_token_ids, pad_token_id, to_host, top_k
 from dg.testing import tiny_random_model
 
 
@@ -30,3 +31,31 @@ def test_top_k_and_entropy_describe_the_same_softmax():
     full = torch.softmax(logits, dim=-1)
     torch.testing.assert_close(probs, full.gather(-1, ids))
     torch.testing.assert_close(entropy(logits), -(full * full.log()).sum(-1))
+
+
+def test_top_k_from_a_step_s_softmax_or_log_normalizer_is_the_softmax_s_top_k():
+    logits = torch.randn(4, 300, generator=torch.Generator().manual_seed(1)) * 3
+    probs, ids = top_k(logits)
+    from_softmax = top_k(logits, probs=torch.softmax(logits, dim=-1, dtype=torch.float32))
+    assert torch.equal(from_softmax[0], probs) and torch.equal(from_softmax[1], ids)  # bit for bit
+    from_normalizer = top_k(logits, log_normalizer=torch.logsumexp(logits, dim=-1))
+    assert torch.equal(from_normalizer[1], ids)
+    torch.testing.assert_close(from_normalizer[0], probs, rtol=1e-6, atol=1e-7)
+
+
+def test_to_host_brings_tensors_of_any_dtype_and_shape_through_one_buffer():
+    tensors = [torch.arange(7), torch.tensor([True, False, True]), torch.rand(3, 5), torch.tensor(0.625),
+               torch.arange(6, dtype=torch.int32).view(2, 3), torch.zeros(0)]
+    arrays = to_host(*tensors)
+    for tensor, array in zip(tensors, arrays):
+        assert array.dtype == tensor.numpy().dtype and array.shape == tuple(tensor.shape)
+        assert np.array_equal(array, tensor.numpy())
+        assert not np.shares_memory(array, tensor.numpy())  # a copy, also on the CPU
+
+    def root(array):
+        while isinstance(array.base, np.ndarray):
+            array = array.base
+        return array
+
+    assert len({id(root(a)) for a in arrays}) == 1  # one host buffer: one copy from the device
+    assert all(a.ctypes.data % a.dtype.itemsize == 0 for a in arrays)  # every array aligned

@@ -117,3 +117,26 @@ def test_consuming_the_stream_step_by_step_sees_records_before_the_run_ends(proc
     assert next(stream).kind == "start"
     assert next(stream).kind == "step"
     stream.close()
+
+
+def test_a_step_record_holds_exactly_what_a_plain_softmax_and_per_array_copies_give():
+    from dg.kernels.reference import sample_step_torch
+    from dg.sampler import _step_record
+
+    logits = torch.randn(1, 16, 300, generator=torch.Generator().manual_seed(3)) * 4
+    canvas = torch.randint(0, 300, (1, 16), generator=torch.Generator().manual_seed(4))
+    temperature = torch.tensor(0.8) * 0.75
+    torch.manual_seed(0)
+    s = sample_step_torch(logits, temperature, canvas, 0.5)
+    record = _step_record(0, 1, temperature, canvas, s, 0.5, True, False, None, 0.0)
+    # the plain way: a softmax of its own for the top-k, one copy per array, sums on the device
+    probs, ids = torch.topk(torch.softmax(s.scaled_logits[0].float(), dim=-1), 5, dim=-1)
+    accepted_entropy = s.entropy[0][s.accepted[0]]
+    expected = dict(noisy=canvas[0], argmax=s.argmax[0], sampled=s.sampled[0], accepted=s.accepted[0],
+                    entropy=s.entropy[0], topk_ids=ids, topk_probs=probs)
+    for name, tensor in expected.items():
+        array = getattr(record, name)
+        assert array.dtype == tensor.numpy().dtype and np.array_equal(array, tensor.numpy()), name
+    assert record.temperature == float(temperature) and record.mean_entropy == float(s.entropy[0].mean())
+    assert record.accepted_entropy == float(accepted_entropy.sum() - accepted_entropy.max())
+    assert record.n_accepted > 1 and record.stable and not record.confident

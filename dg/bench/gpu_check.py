@@ -8,7 +8,8 @@ is recorded and the next part still runs, on a clean GPU):
 1. `kernel_tests`: `pytest tests/kernels` with TRITON_INTERPRET unset: the Triton kernels compiled;
 2. `sampling_step`: the fused Triton step vs the torch reference at (B, C, V) = (1, 256, 262144), bf16 and
    float32, through the sampler's dispatcher: ms per call, GB/s of the step's floor traffic against the
-   datasheet and the measured copy bandwidth, and whether both accept the same positions and tokens;
+   datasheet and the measured copy bandwidth, whether both accept the same positions and tokens, and
+   the ms of the sampler's per-step record of each;
 3. `sampler`: DiffusionGemma 26B-A4B, random weights (`dg.bench.device`), 12 steps per canvas: tokens/s,
    ms per step, and the step split into decoder forward / sampling / recording.
 
@@ -140,6 +141,13 @@ def agreement(fused, reference, one_hot, expected) -> dict:
             "max_entropy_diff": float((fused.entropy.float() - reference.entropy.float()).abs().max())}
 
 
+def record_step(step, temperature, canvas, config):
+    """The sampler's own per-step record of one step (its top-k, sums and the one copy to the host)."""
+    from dg.sampler import _step_record
+
+    return _step_record(0, 1, temperature, canvas, step, config.entropy_bound, False, False, None, 0.0)
+
+
 def sampling_step_part(plan: CheckPlan, device) -> tuple[dict, str | None]:
     """Both paths timed per dtype on the designed logits, then one step of each compared."""
     from dg.bench.step import memory_bandwidth
@@ -167,6 +175,8 @@ def sampling_step_part(plan: CheckPlan, device) -> tuple[dict, str | None]:
                               "fraction_of_copy": gb_s / result["copy_gb_s"]}
             torch.manual_seed(0)
             steps[backend] = run()
+            paths[backend]["record_ms"] = time_call_ms(partial(record_step, steps[backend], temperature, canvas, config),
+                                                       device, plan.step_repeats)
         result["dtypes"][str(dtype).removeprefix("torch.")] = {
             **paths, "bytes": nbytes, "speedup": paths["torch"]["ms"] / paths["triton"]["ms"],
             "agreement": agreement(steps["triton"], steps["torch"], one_hot, expected)}
@@ -310,7 +320,8 @@ def describe(name: str, result: dict) -> list[str]:
             peak = d["triton"]["fraction_of_peak"]
             of_peak = "peak unknown" if peak is None else f"{peak:.0%} of peak"
             lines.append(f"{dtype}: torch {fmt(d['torch']['ms'])} ms, triton {fmt(d['triton']['ms'])} ms "
-                         f"({fmt(d['triton']['gb_s'], '.4g')} GB/s, {of_peak}); "
+                         f"({fmt(d['triton']['gb_s'], '.4g')} GB/s, {of_peak}); record {fmt(d['torch'].get('record_ms'))}"
+                         f" / {fmt(d['triton'].get('record_ms'))} ms; "
                          f"{'same' if d['agreement']['agree'] else 'DIFFERENT'} accepted positions and tokens")
         return lines
     return [f"{r['backend']} sampling: {fmt(r['tps'], '.4g')} tok/s, {fmt(r['ms_per_step'])} ms/step; split (ms): "

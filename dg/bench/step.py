@@ -1,11 +1,14 @@
-"""The sampling step alone: the torch path vs the fused Triton path on one canvas of logits, in GB/s.
+"""The sampling step alone: the torch path vs the fused Triton path on one canvas of logits, in GB/s;
+and what building one step's record costs at that shape.
 
 GB/s counts the floor traffic of the step (read the logits, write the scaled logits once), measured
 against this device's copy bandwidth.
 
-    python -m dg.bench                 # runs it after the model benchmark (--skip-step to skip)
+    python -m dg.bench                      # runs it after the model benchmark (--skip-step to skip)
+    python -m dg.bench.step --record        # ms of one step's record at (1, 256, 262144), per backend
 """
 
+import argparse
 import statistics
 
 import torch
@@ -69,3 +72,37 @@ def format_step(step: dict) -> str:
             f"measured copy bandwidth {step['bandwidth_gb_s']:.1f} GB/s")
     note = f"\n({step['note']})" if "note" in step else ""
     return head + "\n" + format_table(rows, ["path", "ms", "gb_s", "fraction_of_bandwidth"]) + note
+
+
+def bench_step_record(device, shape=STEP_SHAPE, repeats: int = 5, backend: str = "torch") -> dict:
+    """ms of building one step's record (`dg.sampler._step_record`: top-k, entropy sums, the copy to the host)
+    on one sampling step's output at `shape`; the median of `repeats` after one warm-up."""
+    from dg import sampler
+    from dg.kernels.sampling import sample_step
+
+    device = torch.device(device)
+    generator = torch.Generator(device=device).manual_seed(0)
+    logits = torch.randn(shape, generator=generator, device=device) * 3  # (B, C, V) float32, as the decoder head
+    canvas = torch.zeros(shape[:2], dtype=torch.long, device=device)
+    temperature = torch.tensor(0.8, device=device)
+    step = sample_step(logits, temperature, canvas, 0.1, backend=backend)
+    record = lambda: sampler._step_record(0, 1, temperature, canvas, step, 0.1, False, False, None, 0.0)  # noqa: E731
+    record()
+    ms = 1e3 * statistics.median(timed(record, device)[1] for _ in range(repeats))
+    return {"shape": list(shape), "device": str(device), "backend": backend, "repeats": repeats, "record_ms": ms}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m dg.bench.step", description="ms of one step's record")
+    parser.add_argument("--record", action="store_true", required=True, help="time dg.sampler's per-step record")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--shape", type=int, nargs=3, default=STEP_SHAPE, metavar=("B", "C", "V"))
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args(argv)
+    backends = ("torch", "triton") if torch.device(args.device).type == "cuda" else ("torch",)
+    rows = [bench_step_record(args.device, tuple(args.shape), args.repeats, b) for b in backends]
+    print(format_table(rows, ["device", "backend", "shape", "repeats", "record_ms"]))
+
+
+if __name__ == "__main__":
+    main()

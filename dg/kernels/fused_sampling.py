@@ -202,11 +202,12 @@ def _vocab_pass_kernel(
 
 @triton.jit
 def _merge_splits_kernel(
-    partial_f32_ptr, partial_i32_ptr, entropy_ptr, argmax_ptr, sampled_ptr, n_rows, n_splits,
+    partial_f32_ptr, partial_i32_ptr, entropy_ptr, log_normalizer_ptr, argmax_ptr, sampled_ptr, n_rows, n_splits,
     BLOCK_R: tl.constexpr,
 ):
-    """Combine the vocabulary splits of each row, in vocabulary order, into its entropy, argmax
-    and sample. Strict comparisons keep the earliest split on ties, as torch.argmax."""
+    """Combine the vocabulary splits of each row, in vocabulary order, into its entropy, log-normalizer
+    (log sum e^y, for the probabilities of the record's top-k), argmax and sample. Strict comparisons keep
+    the earliest split on ties, as torch.argmax."""
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     row_ok = rows < n_rows
     stride = n_splits * n_rows
@@ -240,8 +241,10 @@ def _merge_splits_kernel(
         gumbel_best = tl.where(take, gumbel_k, gumbel_best)
         gumbel_idx = tl.where(take, tl.load(partial_i32_ptr + stride + at, mask=row_ok, other=0), gumbel_idx)
 
-    entropy = tl.log(s) - t / s  # H = log s - t / s, both terms >= 0
+    log_s = tl.log(s)
+    entropy = log_s - t / s  # H = log s - t / s, both terms >= 0
     tl.store(entropy_ptr + rows, entropy, mask=row_ok)
+    tl.store(log_normalizer_ptr + rows, m + log_s, mask=row_ok)
     tl.store(argmax_ptr + rows, best_idx.to(tl.int64), mask=row_ok)
     tl.store(sampled_ptr + rows, gumbel_idx.to(tl.int64), mask=row_ok)
 
@@ -328,8 +331,8 @@ def vocab_pass(
     *,
     block_v: int | None = None,
     num_splits: int | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One read of (B, C, V) logits -> (scaled_logits, entropy, argmax, sampled).
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One read of (B, C, V) logits -> (scaled_logits, entropy, argmax, sampled, log_normalizer).
 
     `block_v` / `num_splits` override the launch configuration (tests use them to cover several
     tiles and splits on small shapes). The Gumbel noise of a column depends on (seed, row, column,
@@ -370,6 +373,7 @@ def vocab_pass(
     entropy = torch.empty((batch_size, canvas_length), dtype=torch.float32, device=logits.device)
     argmax = torch.empty((batch_size, canvas_length), dtype=torch.int64, device=logits.device)
     sampled = torch.empty_like(argmax)
+    log_normalizer = torch.empty_like(entropy)
     block_r = min(1024, triton.next_power_of_2(n_rows))
     with _device_guard(logits.device):
         _vocab_pass_kernel[grid](
@@ -378,9 +382,9 @@ def vocab_pass(
             FAST_LOG2=logits.is_cuda, num_warps=8 if block_v >= 2048 else 4,
         )
         _merge_splits_kernel[(triton.cdiv(n_rows, block_r),)](
-            partial_f32, partial_i32, entropy, argmax, sampled, n_rows, n_splits, BLOCK_R=block_r
+            partial_f32, partial_i32, entropy, log_normalizer, argmax, sampled, n_rows, n_splits, BLOCK_R=block_r
         )
-    return scaled, entropy, argmax, sampled
+    return scaled, entropy, argmax, sampled, log_normalizer
 
 
 def accept_and_renoise(
@@ -445,6 +449,6 @@ def sample_step_triton(
             f"current_canvas must be (B, C) = {tuple(logits.shape[:2])}, got {tuple(current_canvas.shape)}"
         )
     seed = draw_seed() if seed is None else int(seed)
-    scaled, entropy, argmax, sampled = vocab_pass(logits, temperature, seed)
+    scaled, entropy, argmax, sampled, log_normalizer = vocab_pass(logits, temperature, seed)
     accepted, next_canvas = accept_and_renoise(entropy, sampled, entropy_bound, logits.shape[-1], seed)
-    return StepSample(scaled, entropy, argmax, sampled, accepted, next_canvas)
+    return StepSample(scaled, entropy, argmax, sampled, accepted, next_canvas, log_normalizer=log_normalizer)

@@ -27,6 +27,11 @@ class StepSample:
     sampled: torch.Tensor  # one candidate per position drawn from softmax(logits / τ)
     accepted: torch.Tensor  # bool: lowest-entropy positions within the entropy bound
     next_canvas: torch.Tensor  # accepted positions keep `sampled`, every other one is renoised
+    # What the step already has for the probabilities of the record's top-k, so the record never writes a
+    # (B, C, V) softmax of its own: the torch path's float32 softmax (it samples from it), the fused path's
+    # log-normalizer log Σ exp(scaled_logits), (B, C) float32.
+    probs: torch.Tensor | None = None
+    log_normalizer: torch.Tensor | None = None
 
 
 def entropy_bound_mask(entropy: torch.Tensor, entropy_bound: float) -> torch.Tensor:
@@ -64,4 +69,4 @@ def sample_step_torch(
     accepted_canvas = torch.where(accepted, sampled, current_canvas)
     noise = torch.randint(0, vocab_size, (batch_size, canvas_length), device=logits.device)
     next_canvas = torch.where(~accepted, noise, accepted_canvas)
-    return StepSample(scaled, entropy, argmax, sampled, accepted, next_canvas)
+    return StepSample(scaled, entropy, argmax, sampled, accepted, next_canvas, probs=probs)

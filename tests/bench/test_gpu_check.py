@@ -75,7 +75,7 @@ def test_smoke_sampling_step_times_both_paths_and_they_agree(smoke_report, posit
         d = result["dtypes"][dtype]
         assert d["bytes"] == 2 * batch * canvas * vocab * itemsize
         for path in ("torch", "triton"):
-            assert all(positive_finite(d[path][k]) for k in ("ms", "gb_s", "fraction_of_copy")), (dtype, path)
+            assert all(positive_finite(d[path][k]) for k in ("ms", "gb_s", "fraction_of_copy", "record_ms")), (dtype, path)
             assert d[path]["fraction_of_peak"] is None  # no datasheet figure for a CPU
             assert math.isclose(d[path]["gb_s"], d["bytes"] / d[path]["ms"] / 1e6)
         assert math.isclose(d["speedup"], d["torch"]["ms"] / d["triton"]["ms"])

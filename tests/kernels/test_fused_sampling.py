@@ -10,6 +10,7 @@ With CUDA the same tests run the compiled kernels on the GPU.
 import math
 import os
 
+import numpy as np
 import pytest
 import torch
 
@@ -119,6 +120,7 @@ def test_splitting_the_vocabulary_changes_neither_argmax_nor_sample():
     assert torch.equal(one[0], three[0])
     assert_entropy_close(one[1], three[1], 4099, paths=2)  # a different merge order rounds differently
     assert torch.equal(one[2], three[2]) and torch.equal(one[3], three[3])
+    assert_entropy_close(one[4], three[4], 4099, paths=2)  # the log-normalizer, rounded as the entropy
 
 
 def test_gumbel_max_samples_follow_softmax_of_scaled_logits():
@@ -126,7 +128,7 @@ def test_gumbel_max_samples_follow_softmax_of_scaled_logits():
     generator = torch.Generator().manual_seed(5)
     row = torch.randn(vocab, generator=generator) * 1.5
     logits = row.expand(8, draws // 8, vocab).contiguous().to(DEVICE)
-    _, _, _, sampled = fused_sampling.vocab_pass(logits, TEMPERATURE, 1234)
+    sampled = fused_sampling.vocab_pass(logits, TEMPERATURE, 1234)[3]
     counts = torch.bincount(sampled.flatten().cpu(), minlength=vocab)
     target = torch.softmax(row.double() / TEMPERATURE, dim=-1)
     assert _chi_square_p_value(counts, target) > 1e-3
@@ -302,3 +304,18 @@ def test_the_device_guard_makes_the_tensors_gpu_current():
     guard = fused_sampling._device_guard(torch.device("cuda", 1))  # built without touching CUDA
     assert isinstance(guard, torch.cuda.device) and guard.idx == 1
     assert not isinstance(fused_sampling._device_guard(torch.device("cpu")), torch.cuda.device)
+
+
+def test_a_fused_step_s_record_takes_its_top_k_from_the_log_normalizer():
+    from dg.sampler import _step_record
+
+    logits = _logits(1, 33, 4099, torch.float32)
+    canvas_ids = torch.zeros(1, 33, dtype=torch.long, device=DEVICE)
+    fused = fused_sampling.sample_step_triton(logits, TEMPERATURE, canvas_ids, 0.1, seed=8)
+    exact = torch.logsumexp(fused.scaled_logits.double(), dim=-1)
+    assert fused.probs is None
+    assert_entropy_close(fused.log_normalizer, exact, 4099)
+    record = _step_record(0, 1, torch.tensor(TEMPERATURE), canvas_ids, fused, 0.1, False, False, None, 0.0)
+    probs, ids = torch.topk(torch.softmax(fused.scaled_logits[0].double(), dim=-1), 5, dim=-1)
+    assert (record.topk_ids == ids.cpu().numpy()).all()
+    np.testing.assert_allclose(record.topk_probs, probs.cpu().numpy(), rtol=1e-5)
