@@ -1,0 +1,144 @@
+"""The roofline, drawn: where an AR token and a canvas step sit under a device's roofs (dg.roofline).
+
+Pure functions: a model shape, a device and the settings in; a plotly figure or Markdown out. The roofline
+figure puts each pass at its arithmetic intensity (FLOPs per byte of weights read) under the two roofs
+(bandwidth × intensity, and peak FLOP/s), and each measured figure at the FLOP/s it achieved (its pass's
+FLOPs / its measured time); the second figure is the tokens/s bound of both modes against concurrent users.
+
+    python -m pytest tests/view/test_roofline.py -q
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+import plotly.graph_objects as go
+
+from dg import roofline
+from dg.roofline import Bound, Device, ModelShape
+from dg.view.theme import AR_COLOR, PLOT_AXES, PLOT_LAYOUT, STATE_COLORS
+
+DIFFUSION_COLOR = STATE_COLORS["committed"]
+LEGEND_ON_TOP = dict(orientation="h", yanchor="bottom", y=1.04, xanchor="left", x=0)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A measured pass: `mode` "ar" (one token) or "step" (one canvas step), its seconds, where from."""
+
+    label: str
+    mode: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Setting:
+    model: ModelShape
+    device: Device
+    dtype: str
+    tpf: float
+    users: int = 1
+    canvas: int | None = None
+    experts_per_canvas: float | None = None
+
+    def bounds(self) -> dict:
+        return roofline.tok_s_bounds(self.model, self.device, self.dtype, self.tpf, self.users, canvas=self.canvas,
+                                     experts_per_canvas=self.experts_per_canvas)
+
+
+def _styled(fig: go.Figure, title: str, **layout) -> go.Figure:
+    fig.update_layout(**PLOT_LAYOUT)
+    fig.update_layout(title_text=title, legend=LEGEND_ON_TOP, **layout)
+    fig.update_xaxes(**PLOT_AXES)
+    fig.update_yaxes(**PLOT_AXES)
+    return fig
+
+
+def roofline_figure(setting: Setting, measured: list[Measured] = ()) -> go.Figure:
+    """Attainable TFLOP/s against FLOPs per byte, the two passes' bounds and the measured figures."""
+    b = setting.bounds()
+    passes = {"ar": ("AR token", b["ar_bound"], AR_COLOR), "step": ("canvas step", b["step_bound"], DIFFUSION_COLOR)}
+    peak, bw = setting.device.peak_tflop_s(setting.dtype), setting.device.bandwidth_gb_s
+    lo = min(p[1].intensity for p in passes.values()) / 4
+    hi = max(max(p[1].intensity for p in passes.values()) * 4, 4e3 * peak / bw)
+    x = np.geomspace(lo, hi, 200)
+    fig = go.Figure(go.Scatter(x=x, y=np.minimum(peak, bw * x / 1e3), name=f"{setting.device.name} roof",
+                               mode="lines", line=dict(color="#94a3b8", width=3)))
+    for mode, (name, bound, color) in passes.items():
+        fig.add_trace(go.Scatter(x=[bound.intensity], y=[bound.flops / bound.seconds / 1e12], mode="markers",
+                                 name=f"{name} bound ({bound.binds})", marker=dict(color=color, size=14, symbol="circle")))
+    for m in measured:
+        name, bound, color = passes[m.mode]
+        fig.add_trace(go.Scatter(x=[bound.intensity], y=[bound.flops / m.seconds / 1e12], mode="markers",
+                                 name=f"{m.label}: {roofline.fraction(m.seconds, bound):.0%} of bound",
+                                 marker=dict(color=color, size=12, symbol="x")))
+    fig.update_xaxes(type="log", title_text="arithmetic intensity (FLOPs per byte of weights)")
+    fig.update_yaxes(type="log", title_text="TFLOP/s")
+    return _styled(fig, f"Roofline: {setting.model.name} on {setting.device.name}, {setting.dtype}", height=420)
+
+
+def users_figure(setting: Setting, report_crossover: int | None = None, most: int = 512) -> go.Figure:
+    """Tokens/s bounds of AR and diffusion against concurrent users, the bounds' crossover marked."""
+    users = sorted({int(u) for u in np.geomspace(1, most, 40)})
+    rows = [roofline.tok_s_bounds(setting.model, setting.device, setting.dtype, setting.tpf, u,
+                                  canvas=setting.canvas, experts_per_canvas=setting.experts_per_canvas) for u in users]
+    fig = go.Figure([go.Scatter(x=users, y=[r["ar"] for r in rows], name="AR bound", line=dict(color=AR_COLOR)),
+                     go.Scatter(x=users, y=[r["diffusion"] for r in rows], name=f"diffusion bound (TPF {setting.tpf:g})",
+                                line=dict(color=DIFFUSION_COLOR))])
+    cross = roofline.crossover_users(setting.model, setting.device, setting.dtype, setting.tpf, most,
+                                     canvas=setting.canvas, experts_per_canvas=setting.experts_per_canvas)
+    if cross:
+        fig.add_vline(x=cross, line_dash="dot", annotation_text=f"bounds cross at {cross} users")
+    if report_crossover:
+        fig.add_vline(x=report_crossover, line_dash="dash", line_color="#dc2626",
+                      annotation_text=f"report, measured: {report_crossover}", annotation_position="bottom right")
+    fig.update_xaxes(type="log", title_text="concurrent users")
+    fig.update_yaxes(type="log", title_text="tokens/s, all users (bound)")
+    return _styled(fig, "Throughput bound against concurrency", height=380)
+
+
+def _count(n: float) -> str:
+    return f"{n / 1e9:.3g} B" if n >= 1e9 else f"{n / 1e6:.3g} M"
+
+
+def _row(name: str, bound: Bound, tok_s: float) -> str:
+    return (f"| {name} | {bound.bytes / 1e9:.4g} GB | {bound.flops / 1e9:.4g} GFLOP | {1e3 * bound.memory_s:.4g} ms | "
+            f"{1e3 * bound.compute_s:.4g} ms | **{bound.binds}** | {tok_s:,.0f} |")
+
+
+def bounds_table(setting: Setting, measured: list[Measured] = ()) -> str:
+    """Markdown: each pass's bytes, FLOPs, both times, which binds, its tok/s bound; the measured figures
+    as fractions of their bounds."""
+    b, s = setting.bounds(), setting
+    fits = "" if s.device.memory_gb is None else (
+        f" The weights take {s.model.total * roofline.BYTES_PER_PARAM[s.dtype] / 1e9:.1f} GB of the device's "
+        f"{s.device.memory_gb:g} GB.")
+    lines = [f"{s.model.name}: {_count(s.model.total)} parameters, {_count(s.model.active)} active per token; "
+             f"{s.dtype}, {s.users} user(s), canvas {s.canvas or s.model.canvas}, "
+             f"{s.experts_per_canvas or s.model.experts_per_canvas:g} experts per canvas vs {s.model.top_k} per token."
+             + fits, "",
+             "| pass | bytes read | FLOPs | memory bound | compute bound | binds | tok/s bound |",
+             "|---|---|---|---|---|---|---|",
+             _row("AR token", b["ar_bound"], b["ar"]), _row("canvas step", b["step_bound"], b["diffusion"])]
+    for m in measured:
+        bound = b["ar_bound"] if m.mode == "ar" else b["step_bound"]
+        lines.append(f"\n- {m.label}: {1e3 * m.seconds:.3g} ms per {'token' if m.mode == 'ar' else 'step'} = "
+                     f"**{roofline.fraction(m.seconds, bound):.0%}** of the bound ({1e3 * bound.seconds:.3g} ms)")
+    return "\n".join(lines)
+
+
+def report_measured() -> list[Measured]:
+    """The report's H100 figures (§1, §6) as passes: AR's token, the canvas step, its decoder forward alone."""
+    r = roofline.REPORT
+    return [Measured(f"report AR {r['ar_tok_s']:g} tok/s", "ar", 1.0 / r["ar_tok_s"]),
+            Measured(f"report step {r['step_ms']:g} ms ({r['diffusion_tok_s']:,.0f} tok/s)", "step", r["step_ms"] / 1e3),
+            Measured(f"report step without sampling ({r['step_ms'] - r['sampling_ms']:.2f} ms)", "step",
+                     (r["step_ms"] - r["sampling_ms"]) / 1e3)]
+
+
+def cpu_measured(sweep: dict) -> list[Measured]:
+    """The embedded model's figures on this CPU from the sweep: median AR token and canvas step over skills."""
+    rows = sweep["skills"].values()
+    ar = float(np.median([r["ar_token_ms"] for r in rows]))
+    step = float(np.median([r["step_ms"] for r in rows]))
+    return [Measured(f"embedded AR, this CPU ({ar:.2f} ms)", "ar", ar / 1e3),
+            Measured(f"embedded step, this CPU ({step:.2f} ms)", "step", step / 1e3)]
