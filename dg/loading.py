@@ -22,7 +22,6 @@ from dg.config import SamplerConfig
 from dg.passes import eos_token_ids, pad_token_id
 
 EMBEDDED_MODEL = Path(__file__).resolve().parent.parent / "assets" / "diffusiongemma-tiny"
-RELEASE_ID = "google/diffusiongemma-26B-A4B-it"
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]*[A-Za-z0-9]")
 FLOAT_DTYPES = {"F64", "F32", "F16", "BF16"}  # safetensors dtypes that from_pretrained(dtype=...) casts
 MAX_HEADER_BYTES = 100 * 2**20  # a safetensors header is JSON of names and shapes: a few MB at most

@@ -12,7 +12,8 @@ from dg.ar import generate_ar
 from dg.config import SamplerConfig
 from dg.prompts import build_inputs
 from dg.sampler import generate_diffusion
-from dg.testing import tiny_model_for, tiny_processor
+from dg.testing import tiny_model_for
+from dg.tiny.tokenizer import small_processor
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))  # CI: both cores; beside a training run: one
@@ -25,7 +26,7 @@ TRACE_SEED = 0
 @pytest.fixture(scope="session")
 def processor():
     """A real Gemma4Processor around a small BPE trained on the skills corpus (a few seconds)."""
-    return tiny_processor()
+    return small_processor()
 
 
 @pytest.fixture(scope="session")

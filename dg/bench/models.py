@@ -2,9 +2,8 @@
 
 One fixed prompt per skill where diffusion should win (`BENCH_SKILLS`); generate() and dg interleaved
 after a warm-up, same seed per prompt, so their tokens must match. Speedup of diffusion over AR ≈ TPF /
-(decoder step cost / AR token cost): both factors are reported. Until the embedded model (`assets/diffusiongemma-tiny`)
-exists, a random-weights tiny checkpoint built with `dg.testing.tiny_random_checkpoint` stands in
-(timings are still real; TPF is then that of a model that never settles).
+(decoder step cost / AR token cost): both factors are reported. The model is the embedded one
+(`assets/diffusiongemma-tiny`) unless `--model` names another.
 
     python -m dg.bench --repeats 5 --report runs/bench.html
 """
@@ -20,22 +19,15 @@ from dg.config import SamplerConfig
 from dg.passes import pad_token_id
 
 RUNS = Path(__file__).resolve().parents[2] / "runs"
-FALLBACK_CHECKPOINT = RUNS / "bench-tiny-random"
 
 
 def bench_checkpoint(model: str | None = None) -> tuple[str, str]:
-    """(path, what it is): the given model, the embedded tiny one, or a cached random stand-in."""
+    """(path, what it is): the given model, else the embedded tiny one."""
     from dg.loading import EMBEDDED_MODEL
 
     if model is not None:
         return str(model), "given checkpoint"
-    if (EMBEDDED_MODEL / "config.json").exists():
-        return str(EMBEDDED_MODEL), "embedded tiny model"
-    if not (FALLBACK_CHECKPOINT / "config.json").exists():
-        from dg.testing import tiny_processor, tiny_random_checkpoint
-
-        tiny_random_checkpoint(FALLBACK_CHECKPOINT, tiny_processor(), canvas_length=64)
-    return str(FALLBACK_CHECKPOINT), "random-weights tiny stand-in (embedded model not built yet)"
+    return str(EMBEDDED_MODEL), "embedded tiny model"
 
 
 # Where diffusion should win: long, fully determined answers (json, story), a puzzle whose cells settle

@@ -1,6 +1,6 @@
 """Bounded memory for the runs sessions keep for replay: per session and in total, oldest first.
 
-A session's history keeps at most `SESSION_BYTES` of traces (`fit` drops its oldest runs past it).
+A session's history keeps at most `SESSION_BYTES` of traces (`newest_within` drops its oldest runs past it).
 Across all sessions `KEPT` tracks every kept trace, weakly, so a run that leaves a history or a
 session that Gradio dropped frees its share at once; past `TOTAL_BYTES` the oldest kept runs lose
 their per-step records (their text, canvases and metrics stay; their replay is gone). `trim` gives the
@@ -32,7 +32,7 @@ def nbytes(trace) -> int:
     return arrays + RECORD_BYTES * len(records)
 
 
-def fit(runs: tuple, budget: int | None = None) -> tuple:
+def newest_within(runs: tuple, budget: int | None = None) -> tuple:
     """The newest of `runs` (objects with a `.trace`, oldest first) that fit in `budget` bytes; the
     newest run always stays."""
     budget = SESSION_BYTES if budget is None else budget

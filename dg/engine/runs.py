@@ -247,7 +247,7 @@ def prepare_run(loaded, prompt: str, image, thinking: bool, seed, knobs: dict) -
     return inputs, config, seed
 
 
-def vary(loaded, inputs: dict, config: SamplerConfig, knob: str, value) -> SamplerConfig:
+def with_knob(loaded, inputs: dict, config: SamplerConfig, knob: str, value) -> SamplerConfig:
     """`config` with one more knob set (A/B's B), held to the same ranges and context check as a run."""
     changed = config.with_values({knob: value})
     check_inputs(loaded.model, inputs, changed)

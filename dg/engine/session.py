@@ -12,7 +12,7 @@ from pathlib import Path
 
 from dg.trace import Trace
 from dg.engine import files
-from dg.engine.memory import KEPT, fit
+from dg.engine.memory import KEPT, newest_within
 from dg.view.theme import plural
 
 MAX_RUNS = 20  # finished runs a session keeps for replay
@@ -43,7 +43,7 @@ class History:
         label = f"#{n}{tag} {short} · {plural(len(trace.steps or trace.tokens), 'step')}{stopped}"
         kept = KeptRun(n, label, trace, {"prompt": prompt, **(meta or {})})
         KEPT.add(trace)  # the bound over every session's kept runs
-        return History(fit((*self.runs, kept)[-self.limit:]), self.limit)
+        return History(newest_within((*self.runs, kept)[-self.limit:]), self.limit)
 
     def run(self, label: str | None) -> KeptRun | None:
         """The run with this label, else the newest one, else None."""

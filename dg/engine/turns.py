@@ -91,18 +91,20 @@ class Turns:
             return True  # a race's second side joins its first: both sides start together
         return len(self._placed) < self.slots and self._next_in_line() is ticket
 
-    def _next_in_line(self) -> Ticket | None:
+    def _line(self) -> list[Ticket]:
+        """The waiting runs in the order they get a place: fewest runs of their session placed, then earliest."""
         placed = [t.session for t in self._placed]
-        return min(self._waiting, key=lambda t: (placed.count(t.session), t.arrival), default=None)
+        return sorted(self._waiting, key=lambda t: (placed.count(t.session), t.arrival))
+
+    def _next_in_line(self) -> Ticket | None:
+        return next(iter(self._line()), None)
 
     def position(self, ticket: Ticket) -> int | None:
         """1 for the next run to be placed, 2 for the one after, …; None once placed (or not waiting)."""
         with self._cond:
             if ticket not in self._waiting:
                 return None
-            placed = [t.session for t in self._placed]
-            order = sorted(self._waiting, key=lambda t: (placed.count(t.session), t.arrival))
-            return order.index(ticket) + 1
+            return self._line().index(ticket) + 1
 
     def leave(self, ticket: Ticket) -> None:
         """The run ended: give back its place and, if it holds it, the model."""

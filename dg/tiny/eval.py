@@ -193,7 +193,8 @@ def evaluate(cfg: EvalConfig, loaded=None, progress=None) -> dict:
             budget = max(loaded.sampler_config.max_new_tokens, skills.longest_addition_reply(terms))
             config = loaded.sampler_config.replace(max_new_tokens=budget)
             for digits in skills.ADD_DIGITS:
-                # string seeds: never a training stream's; two terms keep the draws reported since round 10
+                # string seeds: never a training stream's; a two-term seed has no terms suffix, so its draws stay
+                # those the model card's tables report
                 rng = random.Random(f"addition {cfg.seed} {digits}" + (f" {terms} terms" if terms != 2 else ""))
                 rows = by_size[terms, digits] = {True: [], False: []}
                 for _ in range(per_row):

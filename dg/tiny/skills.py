@@ -208,7 +208,7 @@ def _two_term_trace(a: int, b: int) -> str:
 
 def longest_addition_reply(terms: int) -> int:
     """Tokens of the longest thinking-on reply to a sum of `terms` numbers of `ADD_DIGITS` digits (all 9s),
-    an upper bound in the embedded model's tokens: 88 for two; 206, 309 and 412 for three, four and five
+    an upper bound in the embedded model's tokens: 90 for two; 208, 318 and 428 for three, four and five
     terms (each further addition brings its header, a column more and a longer answer)."""
     return 90 if terms == 2 else 98 + 110 * (terms - 2)
 

@@ -23,7 +23,7 @@ from transformers import AutoProcessor, DiffusionGemmaForBlockDiffusion
 from dg.loading import EMBEDDED_MODEL
 from dg.tiny.train import BatchStream, TrainConfig, losses, make_optimizer, optimizer_step, parse_mix
 
-MIX = "arithmetic=10,picture=4,sudoku=2,json=1,story=1"  # round 8's mixture: the model card's figures
+MIX = "arithmetic=10,picture=4,sudoku=2,json=1,story=1"  # the mixture the model card's throughput figures were measured with
 
 
 def measure(model, optimizer, processor, cfg: TrainConfig, first: int, steps: int) -> dict:

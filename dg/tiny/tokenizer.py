@@ -167,6 +167,14 @@ def special_ids(tokenizer) -> dict[str, int]:
     return ids
 
 
+def small_processor() -> Gemma4Processor:
+    """A real Gemma4Processor around a small BPE (400 tokens) trained on a slice of the skills corpus, in a
+    few seconds: the tests' processor."""
+    from dg.tiny.skills import corpus
+
+    return build_processor(corpus(0, 300), TokenizerConfig(vocab_size=400, corpus_size=300))
+
+
 def main() -> None:
     from dg.tiny import skills
 

@@ -21,7 +21,7 @@ import torch
 
 from dg.engine import files
 from dg.ui import generate_tab, learn_tab, race_tab
-from dg.ui.common import Shared, guard_inputs
+from dg.ui.common import RunState, guard_inputs
 from dg.engine.memory import MAX_SESSIONS
 from dg.engine.runner import InProcess
 from dg.engine.worker import start_worker
@@ -46,7 +46,7 @@ def build_app(loaded, ar_model=None, concurrency: int = 64) -> gr.Blocks:
             presenter = gr.Checkbox(label="Presenter view", info="full-width canvas, large cells, for a room",
                                     scale=0, min_width=220)
         presenter.change(None, presenter, None, js=PRESENTER_JS)
-        shared = Shared.create()  # this session's finished runs, for the replay; every session's live runs
+        shared = RunState.create()  # this session's finished runs, for the replay; every session's live runs
         with gr.Tab("Generate"):
             generate = generate_tab.build(loaded, shared)
         with gr.Tab("Race"):

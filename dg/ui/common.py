@@ -38,14 +38,14 @@ def load_examples(folder: Path = EXAMPLES_DIR) -> dict[str, list]:
 
 
 @dataclass
-class Shared:
+class RunState:
     """What every tab shares: this session's finished runs (a gr.State) and the live runs of all sessions."""
 
     history: gr.State
     sessions: Sessions
 
     @classmethod
-    def create(cls) -> "Shared":
+    def create(cls) -> "RunState":
         return cls(gr.State(History(), time_to_live=RUNS_TTL_S), Sessions())
 
     def stop(self, request: gr.Request) -> str:
@@ -133,23 +133,23 @@ def prepare(loaded, prompt, image, thinking, seed, knobs) -> tuple:
         return prepare_run(loaded, prompt, image, thinking, seed, dict(zip(KNOB_NAMES, knobs)))
 
 
-def vary(loaded, inputs, config, knob, value):
-    """`dg.engine.runs.vary`: A/B's B config, held to the knob ranges and the context check; bad input → gr.Error."""
+def with_knob(loaded, inputs, config, knob, value):
+    """`dg.engine.runs.with_knob`: A/B's B config, held to the knob ranges and the context check; bad input → gr.Error."""
     with refused_input():
-        return runs.vary(loaded, inputs, config, knob, value)
+        return runs.with_knob(loaded, inputs, config, knob, value)
 
 
-async def stream(shared: Shared, request, runs: list[LiveRun], draw: Callable[..., dict],
-                 fps: float = FPS, also: tuple[LiveRun, ...] = ()) -> AsyncIterator[dict]:
-    """Yield `draw(*snapshots)` as the started `runs` progress, each update only the views that changed.
+async def stream(shared: RunState, request, live_runs: list[LiveRun], draw: Callable[..., dict],
+                 fps: float = FPS, stays_stoppable: tuple[LiveRun, ...] = ()) -> AsyncIterator[dict]:
+    """Yield `draw(*snapshots)` as the started `live_runs` progress, each update only the views that changed.
 
-    `also` are handles registered with the runs and left registered after them (the caller discards
+    `stays_stoppable` are handles registered with the runs and left registered after them (the caller discards
     them): what the action does next, such as a slow-motion tail, stays stoppable without a gap."""
     with refused_input():  # one live action per session
-        shared.sessions.add(session_id(request), *runs, *also)
+        shared.sessions.add(session_id(request), *live_runs, *stays_stoppable)
     shown = {}  # what the page already has: unchanged views are not sent again
     try:
-        async for frames in awatch(runs, fps):
+        async for frames in awatch(live_runs, fps):
             views = draw(*frames)
             update = {c: v for c, v in views.items() if shown.get(c) != v}
             # nothing new: a no-op update all the same, so at each heartbeat Gradio learns whether the
@@ -157,10 +157,10 @@ async def stream(shared: Shared, request, runs: list[LiveRun], draw: Callable[..
             yield update or {next(iter(views)): gr.skip()}
             shown = views
     finally:
-        for run in runs:
+        for run in live_runs:
             run.stop()  # the page went away or the runs ended: stop sampling either way
-        shared.sessions.discard(session_id(request), *runs)
-    for run in runs:
+        shared.sessions.discard(session_id(request), *live_runs)
+    for run in live_runs:
         notify(run)
 
 
@@ -174,13 +174,18 @@ def notify(run: LiveRun) -> None:
         gr.Info(f"Stopped after {len(run.trace.steps or run.trace.tokens)} steps; the partial run is kept.")
 
 
+def step_index(trace, step) -> int:
+    """A slider's 1-based run step (any number a client sends) as an index into `trace.steps`, clamped."""
+    return min(max(int(step or 1), 1), len(trace.steps)) - 1
+
+
 def picker(history: History, select: bool = True) -> gr.Dropdown:
     """The run picker listing the history; `select` shows the newest (else the shown run stays selected)."""
     labels = history.labels
     return gr.Dropdown(labels, value=labels[-1]) if select and labels else gr.Dropdown(labels)
 
 
-def named(fn, *names):
+def with_api_names(fn, *names):
     """`fn(*values, request=...)` as an async generator with one named parameter per input: the API names each knob."""
 
     async def with_names(*args):

@@ -18,8 +18,8 @@ from dg.config import KNOBS
 from dg.loading import EMBEDDED_MODEL
 from dg.prompts import open_image
 from dg.trace import Trace
-from dg.ui.common import (KNOB_NAMES, Shared, load_examples, named, picker, prepare, session_id,
-                          stream, vary)
+from dg.ui.common import (KNOB_NAMES, RunState, load_examples, picker, prepare, session_id, step_index, stream,
+                          with_api_names, with_knob)
 from dg.tiny.examples import SkillExamples
 from dg.engine.pace import MAX_PACE_MS, Pace
 from dg.engine.runs import LiveRun, diffusion_run, waiting_message
@@ -101,7 +101,7 @@ class GenerateTab:
     picker: gr.Dropdown
 
 
-def build(loaded, shared: Shared) -> GenerateTab:
+def build(loaded, shared: RunState) -> GenerateTab:
     """Prompt + settings on the left; live canvas, step panel, replay, inspector and A/B on the right
     (stacked, full width, in the presenter view); plots below."""
     with gr.Row(elem_id="dg-main"):
@@ -259,7 +259,7 @@ def _live_status(run: LiveRun, frame: Trace, shown: Trace, pace: Pace) -> str:
             f"(the sampler is {where}; Stop ends the slow motion)")
 
 
-def _wire_generate(loaded, shared: Shared, reference: SkillExamples, inputs: Inputs, views: Views,
+def _wire_generate(loaded, shared: RunState, reference: SkillExamples, inputs: Inputs, views: Views,
                    results: Results) -> None:
     tok = loaded.tokenizer
 
@@ -273,13 +273,13 @@ def _wire_generate(loaded, shared: Shared, reference: SkillExamples, inputs: Inp
         tail = LiveRun(lambda emit, cancel: None, label="slow motion")  # never started: a handle for Stop
 
         def draw(frame, index=None):
-            shown = render.upto(frame, pace.index(len(frame.steps)) if index is None else index)
+            shown = render.trace_until(frame, pace.index(len(frame.steps)) if index is None else index)
             canvas, panel, text = live_views(shown, tok)
             return {views.canvas: canvas, views.panel: panel, views.text: text,
                     views.status: _live_status(run, frame, shown, pace)}
 
         try:
-            async for update in stream(shared, request, [run], draw, also=(tail,) if pace.seconds > 0 else ()):
+            async for update in stream(shared, request, [run], draw, stays_stoppable=(tail,) if pace.seconds > 0 else ()):
                 yield update
             trace = run.snapshot()
             stopped = (trace.end is not None and trace.end.finish_reason == "cancelled") or tail.cancel.is_set()
@@ -303,7 +303,7 @@ def _wire_generate(loaded, shared: Shared, reference: SkillExamples, inputs: Inp
         return (plots.entropy_heatmap(trace), plots.settle_steps(trace), plots.accepted_per_step(trace),
                 plots.canvas_timeline(trace, tok))
 
-    generate = named(generate, "prompt", "image", "thinking", "seed", *KNOB_NAMES, "pace_ms", "runs")
+    generate = with_api_names(generate, "prompt", "image", "thinking", "seed", *KNOB_NAMES, "pace_ms", "runs")
     outputs = [views.canvas, views.panel, views.text, views.status, views.step, views.inspector, results.trace_file,
                shared.history, views.picker]
     plot_io = dict(fn=show_plots, inputs=[shared.history, views.picker], outputs=results.plots)
@@ -315,7 +315,7 @@ def _wire_generate(loaded, shared: Shared, reference: SkillExamples, inputs: Inp
                        api_visibility="private").then(api_visibility="private", **plot_io)
 
 
-def _wire_replay(loaded, shared: Shared, reference: SkillExamples, views: Views, results: Results) -> None:
+def _wire_replay(loaded, shared: RunState, reference: SkillExamples, views: Views, results: Results) -> None:
     """The slider counts run steps from 1, as the canvas label and the plots do."""
     tok = loaded.tokenizer
 
@@ -323,7 +323,7 @@ def _wire_replay(loaded, shared: Shared, reference: SkillExamples, views: Views,
         trace = history.find(label)
         if trace is None or not trace.steps:
             return gr.skip(), gr.skip(), gr.skip()
-        index = min(max(int(step or 1), 1), len(trace.steps)) - 1
+        index = step_index(trace, step)
         return (render.canvas_parts(trace, tok, index, show=show, inspect=clamp_pos(trace, pos)),
                 render.step_panel_html(trace, index), inspect_at(trace, tok, index, pos))
 
@@ -354,14 +354,14 @@ def _wire_replay(loaded, shared: Shared, reference: SkillExamples, views: Views,
                      show_progress="hidden")
 
 
-def _wire_ab(loaded, shared: Shared, inputs: Inputs, views: Views, results: Results) -> None:
-    """A/B: A with the settings, B with one knob changed; same prompt and seed (B runs after A: the RNG lock)."""
+def _wire_ab(loaded, shared: RunState, inputs: Inputs, views: Views, results: Results) -> None:
+    """A/B: A with the settings, B with one knob changed; same prompt and seed (B runs after A)."""
     tok = loaded.tokenizer
 
     async def ab(prompt, image, thinking, seed, *rest, request=None):
         *knobs, knob, value, history = rest
         run_inputs, config_a, seed = prepare(loaded, prompt, image, thinking, seed, knobs)
-        config_b = vary(loaded, run_inputs, config_a, knob, value)
+        config_b = with_knob(loaded, run_inputs, config_a, knob, value)
         if config_b == config_a:
             gr.Warning(f"B sets {knob} = {value}, the same as A: both runs will match.")
         a = diffusion_run(loaded, run_inputs, config_a, seed, label="A").start()
@@ -380,7 +380,7 @@ def _wire_ab(loaded, shared: Shared, inputs: Inputs, views: Views, results: Resu
         yield {**draw(fa, fb), results.ab_summary: compare_table(dict(zip(titles, (fa, fb)))),
                shared.history: history, views.picker: picker(history, select=False)}
 
-    ab = named(ab, "prompt", "image", "thinking", "seed", *KNOB_NAMES, "b_knob", "b_value", "runs")
+    ab = with_api_names(ab, "prompt", "image", "thinking", "seed", *KNOB_NAMES, "b_knob", "b_value", "runs")
     results.ab_go.click(ab, [*inputs.run, results.ab_knob, results.ab_value, shared.history],
                         [results.ab_a, results.ab_b, results.ab_summary, shared.history, views.picker], api_name="ab",
                         show_progress="hidden")

@@ -1,4 +1,5 @@
-"""The Learn tab: the forward process on an answer, one sampler step stage by stage, and exports.
+"""The Learn tab: the forward process on an answer, one sampler step stage by stage, exports, and what
+diffusion can do (dg.ui.learn_diffusion).
 
 The forward process and the one-pass prediction come from `dg.noise`; the stages are pictures of a
 real recorded step (`dg.view.walkthrough`) of the run picked in the Generate tab, at a step chosen here.
@@ -12,8 +13,9 @@ import torch
 from dg.config import check_seed
 from dg.noise import corrupt
 from dg.prompts import encode_text
-from dg.ui.common import Shared, refused_input
+from dg.ui.common import RunState, refused_input, step_index
 from dg.tiny.examples import ExampleRow, SkillExamples
+from dg.ui import learn_diffusion
 from dg.ui.generate_tab import GenerateTab
 from dg.engine.session import scratch_dir
 from dg.view import export, walkthrough
@@ -26,10 +28,11 @@ NO_RUN = ("No run yet. Generate one in the **Generate** tab (an example is quick
           "explains one of its steps, stage by stage, with that run's real numbers.")
 
 
-def build(loaded, shared: Shared, generate: GenerateTab) -> None:
+def build(loaded, shared: RunState, generate: GenerateTab) -> None:
     _forward_process(loaded)
     _sampler_step(loaded, shared, generate)
     _exports(loaded, shared, generate)
+    learn_diffusion.build(loaded)  # report §9, §1, §6: self-correction, the latency dial, the roofline
 
 
 def _forward_process(loaded) -> None:
@@ -75,7 +78,7 @@ def _forward_process(loaded) -> None:
     go.click(ask, [prompt, sentence, t, seed], prediction, api_name="denoise")
 
 
-def _sampler_step(loaded, shared: Shared, generate: GenerateTab) -> None:
+def _sampler_step(loaded, shared: RunState, generate: GenerateTab) -> None:
     """The six stages of a step of the run picked in the Generate tab, as pictures with that step's numbers.
 
     A newly picked run opens at an instructive step (some positions accepted, others renoised), not at
@@ -111,7 +114,7 @@ def _sampler_step(loaded, shared: Shared, generate: GenerateTab) -> None:
         kept = history.run(label)
         if kept is None or not kept.trace.steps:
             return NO_RUN, "", None
-        index = min(max(int(step or 1), 1), len(kept.trace.steps)) - 1
+        index = step_index(kept.trace, step)
         return stage_view(kept.trace, kept.label, index, stage)
 
     generate.picker.change(pick, [shared.history, generate.picker, stage], [step, title, body, numbers],
@@ -122,7 +125,7 @@ def _sampler_step(loaded, shared: Shared, generate: GenerateTab) -> None:
     stage.change(walk, **walk_io)
 
 
-def _exports(loaded, shared: Shared, generate: GenerateTab) -> None:
+def _exports(loaded, shared: RunState, generate: GenerateTab) -> None:
     gr.Markdown("### Export the selected run\nEach file records the prompt, seed, model and every setting.")
     go = gr.Button("Export trace JSON, animated GIF and HTML replay")
     message = gr.Markdown()

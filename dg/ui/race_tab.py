@@ -12,7 +12,7 @@ where a canvas of tokens per few steps should beat one token per forward.
 import gradio as gr
 
 from dg.engine import race
-from dg.ui.common import KNOB_NAMES, Shared, named, picker, prepare, stream
+from dg.ui.common import KNOB_NAMES, RunState, picker, prepare, stream, with_api_names
 from dg.tiny.examples import SkillExamples
 from dg.ui.generate_tab import GenerateTab, run_meta
 from dg.view import plots, render, tables
@@ -29,7 +29,7 @@ def _side(title: str) -> tuple:
     return gr.HTML([], html_template=render.PARTS_TEMPLATE), gr.Markdown(), gr.HTML()
 
 
-def build(loaded, shared: Shared, generate: GenerateTab, ar_model=None) -> None:
+def build(loaded, shared: RunState, generate: GenerateTab, ar_model=None) -> None:
     """Prompt row, the two sides next to each other, then the result line and the chart."""
     tok = loaded.tokenizer
     reference = SkillExamples.load()
@@ -72,7 +72,7 @@ def build(loaded, shared: Shared, generate: GenerateTab, ar_model=None) -> None:
         yield {**draw(d, a), chart: plots.race_chart(d, a), shared.history: history,
                result: tables.verdict(d, a, checks), generate.picker: picker(history, select=False)}
 
-    run_race = named(run_race, "prompt", "thinking", "seed", *KNOB_NAMES, "runs")
+    run_race = with_api_names(run_race, "prompt", "thinking", "seed", *KNOB_NAMES, "runs")
     go.click(run_race, [prompt, thinking, generate.settings.seed, *generate.settings.knobs, shared.history],
              [*d_views, *a_views, status, chart, result, shared.history, generate.picker], api_name="race",
              show_progress="hidden")

@@ -102,7 +102,7 @@ def canvas_cells(trace, tokenizer, step_index: int | None = None, show: str = "a
             for pos, state in enumerate(position_states(trace, i))]
 
 
-def upto(trace, step_index: int | None) -> Trace:
+def trace_until(trace, step_index: int | None) -> Trace:
     """The run as it stood when step `step_index` had finished: its steps so far and the canvases
     committed by then (the whole trace for the last step)."""
     i = _resolve_step(trace, step_index)
@@ -259,7 +259,7 @@ def step_panel_html(trace, step_index: int | None = None) -> str:
         parts.append(_badge(STOP_LABELS.get(rec.stop_reason, rec.stop_reason), STATE_COLORS["committed"]))
         if canvas is not None and canvas.eos:
             parts.append(_badge(STOP_LABELS["eos"], STATE_COLORS["pad"]))
-    so_far = upto(trace, i)
+    so_far = trace_until(trace, i)
     pending = None if rec.stop_reason else rec.canvas
     end = trace.end.finish_reason if trace.end is not None and so_far is trace else None
     tail = [_badge(f"run ended: {STOP_LABELS.get(end, end)}", STATE_COLORS["pad"])] if end == "pad_canvas" else []

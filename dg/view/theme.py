@@ -1,8 +1,9 @@
 """The one theme of every view: token-state colours and their meaning, labels, the CSS, token display text.
 
 The HTML views (`render`, `walkthrough`), the figures (`plots`) and the GIF (`export`) all colour
-tokens from `STATE_COLORS` and mark thought tokens the same way; the CSS is put on a page once (the
-app's legend, the replay file's head), never into each view. Colours are translucent where they fill
+tokens from one table of states (`TOKEN_STATES`: name, colour, legend words, tooltip) and mark thought
+tokens the same way; the CSS is put on a page once (the app's legend, the replay file's head), never into
+each view. Colours are translucent where they fill
 and figures are transparent, so everything reads on dark and light themes. Canvas cells size to their
 token (the canvas reads like text); `body.dg-presenter` is the app's presenter view (large cells).
 
@@ -11,22 +12,33 @@ token (the canvas reads like text); `body.dg-presenter` is the app's presenter v
 
 import html
 import re
+from typing import NamedTuple
 
-STATES = ("committed", "accepted", "changed", "remelted", "noise", "pad")  # legend order
-STATE_COLORS = {"committed": "#6366f1", "accepted": "#16a34a", "changed": "#f59e0b",
-                "remelted": "#dc2626", "noise": "#94a3b8", "pad": "#475569"}
-STATE_HELP = {
-    "committed": "committed in an earlier canvas; the encoder has it in the KV cache",
-    "accepted": "accepted this step: within the entropy bound, kept as the sampled token",
-    "changed": "renoised; its argmax differs from the previous step's",
-    "remelted": "accepted at an earlier step of this canvas, renoised again this step",
-    "noise": "renoised; argmax unchanged since the previous step",
-    "pad": "after the first EOS: becomes pad when the canvas is committed",
-}
-STATE_SHORT = {  # the legend's visible words (STATE_HELP is the full sentence, in each tooltip)
-    "committed": "earlier canvas", "accepted": "kept this step", "changed": "renoised, argmax changed",
-    "remelted": "accepted before, renoised now", "noise": "renoised, argmax same", "pad": "after EOS",
-}
+
+class TokenState(NamedTuple):
+    """What a canvas position is at a step, as every view shows it."""
+
+    name: str
+    color: str
+    short: str  # the legend's visible words
+    help: str  # the full sentence, in each tooltip
+
+
+TOKEN_STATES = (  # legend order
+    TokenState("committed", "#6366f1", "earlier canvas",
+               "committed in an earlier canvas; the encoder has it in the KV cache"),
+    TokenState("accepted", "#16a34a", "kept this step",
+               "accepted this step: within the entropy bound, kept as the sampled token"),
+    TokenState("changed", "#f59e0b", "renoised, argmax changed", "renoised; its argmax differs from the previous step's"),
+    TokenState("remelted", "#dc2626", "accepted before, renoised now",
+               "accepted at an earlier step of this canvas, renoised again this step"),
+    TokenState("noise", "#94a3b8", "renoised, argmax same", "renoised; argmax unchanged since the previous step"),
+    TokenState("pad", "#475569", "after EOS", "after the first EOS: becomes pad when the canvas is committed"),
+)
+STATES = tuple(s.name for s in TOKEN_STATES)
+STATE_COLORS = {s.name: s.color for s in TOKEN_STATES}
+STATE_HELP = {s.name: s.help for s in TOKEN_STATES}
+STATE_SHORT = {s.name: s.short for s in TOKEN_STATES}
 THOUGHT_COLOR = "#a855f7"  # tokens inside the thought channel
 THOUGHT_MARK = "dashed border, italic"  # how every view marks a thought token (page, GIF, replay)
 AR_COLOR = "#f97316"  # the AR side of a race

@@ -3,11 +3,12 @@ checkpoint with the release's canvas and EOS ids, and the frame measures (bytes 
 
 import torch
 
-from dg.bench.ui import WIRE_BYTES_PER_POSITION, draw_cost_ms, wire_bytes
+from dg.bench.release import (RELEASE_EOS, WIRE_BYTES_PER_POSITION, draw_cost_ms, pseudo_words,
+                              release_shaped_checkpoint, release_vocab_processor)
+from dg.bench.served import wire_bytes
 from dg.loading import load
 from dg.prompts import build_inputs
 from dg.sampler import generate_diffusion
-from dg.testing import RELEASE_EOS, pseudo_words, release_shaped_checkpoint, release_vocab_processor
 from dg.view.render import canvas_parts
 
 VOCAB = 4096  # the rehearsal uses 262,144; the code path is the same

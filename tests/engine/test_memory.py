@@ -5,7 +5,7 @@ import gc
 
 from dg.trace import Trace
 from dg.engine import memory
-from dg.engine.memory import KeptTraces, fit, nbytes
+from dg.engine.memory import KeptTraces, newest_within, nbytes
 from dg.engine.session import History
 
 
@@ -26,7 +26,7 @@ def test_a_session_keeps_its_newest_runs_within_its_bytes(diffusion_trace, monke
     for _ in range(6):
         history = history.keep("What is 12 + 30?", copy_of(diffusion_trace))
     assert len(history) == 2 and [r.n for r in history.runs] == [5, 6]
-    assert len(fit(history.runs, budget=0)) == 1  # the newest run always stays
+    assert len(newest_within(history.runs, budget=0)) == 1  # the newest run always stays
 
 
 def test_past_the_total_the_oldest_kept_runs_shed_their_steps(diffusion_trace):

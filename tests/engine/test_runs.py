@@ -163,8 +163,8 @@ def test_a_b_config_is_held_to_the_ranges_and_the_context_check(loaded):
     inputs, config, _ = live.prepare_run(loaded, PROMPT, None, False, 0, {})
     for value, message in ((1e6, "max_new_tokens must be in"), (float("inf"), "finite"), (4096, "positions")):
         with pytest.raises(ValueError, match=message):
-            live.vary(loaded, inputs, config, "max_new_tokens", value)
-    assert live.vary(loaded, inputs, config, "max_new_tokens", 32).max_new_tokens == 32
+            live.with_knob(loaded, inputs, config, "max_new_tokens", value)
+    assert live.with_knob(loaded, inputs, config, "max_new_tokens", 32).max_new_tokens == 32
 
 
 def test_runs_reuse_worker_threads_instead_of_leaving_one_per_run_behind():

@@ -170,12 +170,12 @@ def test_the_step_panel_labels_this_step_apart_from_the_run_up_to_it(diffusion_t
     assert f"NFE <b>{m['nfe']}</b>" in last and f"tokens committed <b>{m['tokens']}</b>" in last
 
 
-def test_upto_is_the_run_as_it_stood_after_a_step(diffusion_trace):
+def test_trace_until_is_the_run_as_it_stood_after_a_step(diffusion_trace):
     first_canvas_end = max(i for i, r in enumerate(diffusion_trace.steps) if r.canvas == 0)
-    before = render.upto(diffusion_trace, first_canvas_end - 1)
+    before = render.trace_until(diffusion_trace, first_canvas_end - 1)
     assert len(before.steps) == first_canvas_end and not before.canvases and before.end is None
-    assert [c.canvas for c in render.upto(diffusion_trace, first_canvas_end).canvases] == [0]
-    assert render.upto(diffusion_trace, None) is diffusion_trace
+    assert [c.canvas for c in render.trace_until(diffusion_trace, first_canvas_end).canvases] == [0]
+    assert render.trace_until(diffusion_trace, None) is diffusion_trace
 
 
 def test_a_reference_check_shows_the_answer_and_its_mark(processor):
