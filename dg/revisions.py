@@ -83,10 +83,11 @@ def find_revisions(trace: Trace) -> list[Revision]:
 
 def best_revision(revisions: list[Revision]) -> Revision | None:
     """The revision worth showing first: one whose committed token differs from the accepted one (a real
-    change of mind), then the longest-lived acceptance, then the earliest."""
+    change of mind), then one the canvas itself changed (renoised or resampled, not only its final argmax),
+    then the longest-lived acceptance, then the earliest."""
     if not revisions:
         return None
-    return min(revisions, key=lambda r: (r.kept_in_the_end, -(r.revised_step - r.accepted_step),
+    return min(revisions, key=lambda r: (r.kept_in_the_end, r.how == "argmax", -(r.revised_step - r.accepted_step),
                                          r.canvas, r.accepted_step, r.position))
 
 

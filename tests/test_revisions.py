@@ -67,6 +67,15 @@ def test_the_best_revision_is_one_that_changed_the_committed_token():
     assert best_revision(found).position == 1  # committed 6, not the accepted 5
 
 
+def test_a_change_of_the_canvas_is_shown_before_a_change_of_the_final_argmax_only():
+    steps = [step(1, [20, 21], [7, 5], [6, 4], [True, True]),  # 6 accepted, argmax 7: argmax-only revision
+             step(2, [6, 4], [7, 5], [6, 5], [True, True]),  # 4 resampled to 5
+             step(3, [6, 5], [7, 5], [6, 5], [True, True])]
+    found = find_revisions(trace_of(steps, [7, 5]))
+    assert {r.how for r in found} == {"argmax", "resampled"}
+    assert best_revision(found).how == "resampled"
+
+
 def check_points_at_the_records(diffusion_trace, revisions):
     assert revisions
     for r in revisions:

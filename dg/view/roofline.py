@@ -8,7 +8,8 @@ FLOPs / its measured time); the second figure is the tokens/s bound of both mode
     python -m pytest tests/view/test_roofline.py -q
 """
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 import numpy as np
 import plotly.graph_objects as go
@@ -19,11 +20,13 @@ from dg.view.theme import AR_COLOR, PLOT_AXES, PLOT_LAYOUT, STATE_COLORS
 
 DIFFUSION_COLOR = STATE_COLORS["committed"]
 LEGEND_ON_TOP = dict(orientation="h", yanchor="bottom", y=1.04, xanchor="left", x=0)
+LEGEND_BELOW = dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0)  # many entries: clear of the title
 
 
 @dataclass(frozen=True)
 class Measured:
-    """A measured pass: `mode` "ar" (one token) or "step" (one canvas step), its seconds, where from."""
+    """A measured pass of one user (batch 1): `mode` "ar" (one token) or "step" (one canvas step), its
+    seconds, where from. It is placed against the one-user bound, whatever the setting's users."""
 
     label: str
     mode: str
@@ -45,9 +48,14 @@ class Setting:
                                      experts_per_canvas=self.experts_per_canvas)
 
 
-def _styled(fig: go.Figure, title: str, **layout) -> go.Figure:
+def _one_user(setting: Setting) -> dict:
+    """The bounds a batch-1 measurement is placed against."""
+    return replace(setting, users=1).bounds()
+
+
+def _styled(fig: go.Figure, title: str, legend: dict = LEGEND_ON_TOP, **layout) -> go.Figure:
     fig.update_layout(**PLOT_LAYOUT)
-    fig.update_layout(title_text=title, legend=LEGEND_ON_TOP, **layout)
+    fig.update_layout(title_text=title, legend=legend, **layout)
     fig.update_xaxes(**PLOT_AXES)
     fig.update_yaxes(**PLOT_AXES)
     return fig
@@ -65,15 +73,17 @@ def roofline_figure(setting: Setting, measured: list[Measured] = ()) -> go.Figur
                                mode="lines", line=dict(color="#94a3b8", width=3)))
     for mode, (name, bound, color) in passes.items():
         fig.add_trace(go.Scatter(x=[bound.intensity], y=[bound.flops / bound.seconds / 1e12], mode="markers",
-                                 name=f"{name} bound ({bound.binds})", marker=dict(color=color, size=14, symbol="circle")))
-    for m in measured:
-        name, bound, color = passes[m.mode]
+                                 name=f"{name} bound ({bound.binds})", marker=dict(color=color, size=14)))
+    one = _one_user(setting)
+    for m in measured if setting.users == 1 else ():  # batch-1 figures sit on the batch-1 roofline only
+        name, bound, color = passes[m.mode][0], one[f"{m.mode}_bound"], passes[m.mode][2]
         fig.add_trace(go.Scatter(x=[bound.intensity], y=[bound.flops / m.seconds / 1e12], mode="markers",
                                  name=f"{m.label}: {roofline.fraction(m.seconds, bound):.0%} of bound",
                                  marker=dict(color=color, size=12, symbol="x")))
     fig.update_xaxes(type="log", title_text="arithmetic intensity (FLOPs per byte of weights)")
     fig.update_yaxes(type="log", title_text="TFLOP/s")
-    return _styled(fig, f"Roofline: {setting.model.name} on {setting.device.name}, {setting.dtype}", height=420)
+    return _styled(fig, f"Roofline: {setting.model.name} on {setting.device.name}, {setting.dtype}", LEGEND_BELOW,
+                   height=520, margin=dict(b=170))
 
 
 def users_figure(setting: Setting, report_crossover: int | None = None, most: int = 512) -> go.Figure:
@@ -82,14 +92,14 @@ def users_figure(setting: Setting, report_crossover: int | None = None, most: in
     rows = [roofline.tok_s_bounds(setting.model, setting.device, setting.dtype, setting.tpf, u,
                                   canvas=setting.canvas, experts_per_canvas=setting.experts_per_canvas) for u in users]
     fig = go.Figure([go.Scatter(x=users, y=[r["ar"] for r in rows], name="AR bound", line=dict(color=AR_COLOR)),
-                     go.Scatter(x=users, y=[r["diffusion"] for r in rows], name=f"diffusion bound (TPF {setting.tpf:g})",
-                                line=dict(color=DIFFUSION_COLOR))])
+                     go.Scatter(x=users, y=[r["diffusion"] for r in rows], line=dict(color=DIFFUSION_COLOR),
+                                name=f"diffusion bound (TPF {setting.tpf:g})")])
     cross = roofline.crossover_users(setting.model, setting.device, setting.dtype, setting.tpf, most,
                                      canvas=setting.canvas, experts_per_canvas=setting.experts_per_canvas)
     if cross:
-        fig.add_vline(x=cross, line_dash="dot", annotation_text=f"bounds cross at {cross} users")
-    if report_crossover:
-        fig.add_vline(x=report_crossover, line_dash="dash", line_color="#dc2626",
+        fig.add_vline(x=math.log10(cross), line_dash="dot", annotation_text=f"bounds cross at {cross} users")
+    if report_crossover:  # shapes on a log axis take log10 coordinates
+        fig.add_vline(x=math.log10(report_crossover), line_dash="dash", line_color="#dc2626",
                       annotation_text=f"report, measured: {report_crossover}", annotation_position="bottom right")
     fig.update_xaxes(type="log", title_text="concurrent users")
     fig.update_yaxes(type="log", title_text="tokens/s, all users (bound)")
@@ -119,8 +129,11 @@ def bounds_table(setting: Setting, measured: list[Measured] = ()) -> str:
              "| pass | bytes read | FLOPs | memory bound | compute bound | binds | tok/s bound |",
              "|---|---|---|---|---|---|---|",
              _row("AR token", b["ar_bound"], b["ar"]), _row("canvas step", b["step_bound"], b["diffusion"])]
+    one = _one_user(setting)
+    if measured:
+        lines.append("\nMeasured with one user (batch 1), against the one-user bounds:")
     for m in measured:
-        bound = b["ar_bound"] if m.mode == "ar" else b["step_bound"]
+        bound = one[f"{m.mode}_bound"]
         lines.append(f"\n- {m.label}: {1e3 * m.seconds:.3g} ms per {'token' if m.mode == 'ar' else 'step'} = "
                      f"**{roofline.fraction(m.seconds, bound):.0%}** of the bound ({1e3 * bound.seconds:.3g} ms)")
     return "\n".join(lines)
@@ -130,7 +143,8 @@ def report_measured() -> list[Measured]:
     """The report's H100 figures (§1, §6) as passes: AR's token, the canvas step, its decoder forward alone."""
     r = roofline.REPORT
     return [Measured(f"report AR {r['ar_tok_s']:g} tok/s", "ar", 1.0 / r["ar_tok_s"]),
-            Measured(f"report step {r['step_ms']:g} ms ({r['diffusion_tok_s']:,.0f} tok/s)", "step", r["step_ms"] / 1e3),
+            Measured(f"report step {r['step_ms']:g} ms ({r['diffusion_tok_s']:,.0f} tok/s)", "step",
+                     r["step_ms"] / 1e3),
             Measured(f"report step without sampling ({r['step_ms'] - r['sampling_ms']:.2f} ms)", "step",
                      (r["step_ms"] - r["sampling_ms"]) / 1e3)]
 

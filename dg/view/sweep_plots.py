@@ -44,8 +44,8 @@ def made_by(sweep: dict) -> str:
 
 
 def latency_dial(sweep: dict) -> go.Figure:
-    """Accuracy (left) and mean wall time per reply (right) against max_denoising_steps, per skill."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("accuracy", "wall time per reply (ms)"))
+    """Accuracy (left) and median wall time per reply (right) against max_denoising_steps, per skill."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("accuracy", "median wall time per reply (ms)"))
     for skill, row in sweep["skills"].items():
         caps = [int(c) for c in row["caps"]]
         color = SKILL_COLORS.get(skill)

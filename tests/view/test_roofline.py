@@ -26,6 +26,12 @@ def test_the_roofline_figure_puts_each_measured_pass_at_its_achieved_flops():
     assert max(roof.y) == pytest.approx(1978.9)  # the fp8 peak caps the roof
 
 
+def test_batch_one_figures_are_placed_against_the_one_user_bound_at_any_concurrency():
+    crowded = view.Setting(H100.model, H100.device, "fp8", H100.tpf, users=64)
+    assert view.bounds_table(crowded, view.report_measured()).count("**23%**") == 1  # AR as at one user
+    assert not any(t.name.startswith("report") for t in view.roofline_figure(crowded, view.report_measured()).data)
+
+
 def test_more_users_raise_the_bounds_and_the_report_crossover_is_marked():
     fig = view.users_figure(H100, report_crossover=32)
     ar, diffusion = fig.data[0].y, fig.data[1].y
@@ -33,6 +39,8 @@ def test_more_users_raise_the_bounds_and_the_report_crossover_is_marked():
         assert all(b >= a * (1 - 1e-9) for a, b in zip(ys, ys[1:]))
     assert diffusion[-1] == pytest.approx(diffusion[-2])  # many users: compute-bound, flat
     assert any("report, measured: 32" in (a.text or "") for a in fig.layout.annotations)
+    assert {round(10 ** s.x0) for s in fig.layout.shapes} == {32, roofline.crossover_users(
+        H100.model, H100.device, "fp8", H100.tpf)}  # log axis: shapes sit at log10 of the users
 
 
 def test_this_cpus_figures_come_from_the_committed_sweep():
