@@ -25,8 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from dg.bench.served import (DONE_JS, chromium_page, frame_bytes, print_rows, start_server, stop_server,
-                             streamed_generate, wire_bytes)
+from dg.bench.served import (DONE_JS, chromium_page, print_rows, start_server, stop_server,
+                             streamed_generate, update_bytes, wire_bytes)
 from dg.bench.ui import BARS, headless_run
 from dg.config import KNOBS, SamplerConfig
 from dg.loading import EMBEDDED_MODEL, load, share_cpu
@@ -129,7 +129,7 @@ def release_run(client, prompt: str, thinking: bool, seed: int, knobs: dict) -> 
         lags.append(t - trace.steps[step - 1].t)
         low.append(t - first_update - trace.steps[step - 1].t)
         frame_bytes.append(size)
-        whole_bytes.append(frame_bytes(out))
+        whole_bytes.append(update_bytes(out))
     return {"trace": trace, "steps": len(trace.steps), "steps_shown": len(shown), "lag_s": lags, "lag_low_s": low,
             "frame_bytes": frame_bytes, "whole_frame_bytes": whole_bytes}
 

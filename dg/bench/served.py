@@ -82,7 +82,7 @@ def wire_bytes(arrivals: list[tuple[float, tuple]]) -> list[int]:
     return sizes
 
 
-def frame_bytes(out) -> int:
+def update_bytes(out) -> int:
     """Bytes of a whole update, as if it were sent without the diff."""
     return len(json.dumps(out, ensure_ascii=False).encode())
 

@@ -28,8 +28,8 @@ from urllib.parse import urljoin
 
 import torch
 
-from dg.bench.served import (DONE_JS, chromium_page, frame_bytes, print_rows, start_server, stop_server,
-                             streamed_generate, wire_bytes)
+from dg.bench.served import (DONE_JS, chromium_page, print_rows, start_server, stop_server,
+                             streamed_generate, update_bytes, wire_bytes)
 from dg.config import KNOBS
 from dg.loading import load, share_cpu
 from dg.prompts import build_inputs
@@ -52,7 +52,7 @@ def ui_run(client, prompt: str, thinking: bool, seed: int, knobs: dict, poll_s: 
     span = frames[-1] - frames[0] if len(frames) > 1 else 0.0
     return {"first_frame_s": frames[0] if frames else None, "frames": len(frames),
             "wire_bytes": statistics.median(size for _, _, size in drawn) if drawn else None,
-            "whole_frame_bytes": statistics.median(frame_bytes(out) for _, out, _ in drawn) if drawn else None,
+            "whole_frame_bytes": statistics.median(update_bytes(out) for _, out, _ in drawn) if drawn else None,
             "frames_per_s": (len(frames) - 1) / span if span > 0 else 0.0, "end_to_end_s": end,
             "sampler_wall_s": trace.end.t, "steps": len(trace.steps), "token_ids": trace.token_ids}
 
