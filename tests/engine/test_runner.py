@@ -1,0 +1,61 @@
+"""The runner protocol in this process: every mode's records are its core generator's, an unknown mode is one
+line naming the modes, and Learn's pass and the description are the model's own."""
+
+import threading
+
+import pytest
+import torch
+
+from dg.ar import generate_ar
+from dg.engine.runner import MODES, InProcess, stream_mode
+from dg.noise import denoise_once
+from dg.prompts import build_inputs
+from dg.sampler import generate_diffusion
+
+PROMPT = "What is 12 + 30?"
+
+
+@pytest.fixture(scope="module")
+def inputs(loaded):
+    return build_inputs(loaded.processor, PROMPT)
+
+
+def test_a_diffusion_run_streams_the_records_of_the_sampler_after_the_same_seed(loaded, config, inputs):
+    torch.manual_seed(3)
+    solo = generate_diffusion(loaded.model, inputs, config)
+    torch.manual_seed(3)
+    records = list(loaded.stream("diffusion", inputs, config, 3, threading.Event()))
+    steps = [r for r in records if r.kind == "step"]
+    assert records[0].kind == "start" and records[-1].kind == "end"
+    assert [r.argmax.tolist() for r in steps] == [r.argmax.tolist() for r in solo.steps]
+
+
+def test_an_ar_run_decodes_greedily_up_to_the_settings_token_budget(loaded, config, inputs):
+    settings = config.replace(max_new_tokens=12)
+    solo = generate_ar(loaded.model, inputs, 12, loaded.eos_token_ids, pad_token_id=loaded.pad_token_id)
+    tokens = [r.token_id for r in loaded.stream("ar", inputs, settings, None, threading.Event()) if r.kind == "token"]
+    assert tokens == [r.token_id for r in solo.tokens] and len(tokens) <= 12
+
+
+def test_a_set_cancel_event_ends_the_run_cancelled_before_its_first_step(loaded, config, inputs):
+    cancel = threading.Event()
+    cancel.set()
+    for mode in MODES:
+        records = list(stream_mode(loaded, mode, inputs, config, cancel))
+        assert records[-1].kind == "end" and records[-1].finish_reason == "cancelled", mode
+
+
+def test_an_unknown_mode_is_one_line_that_names_the_modes(loaded, config, inputs):
+    with pytest.raises(ValueError, match=r"^mode must be one of diffusion, ar, got 'beam'$"):
+        stream_mode(loaded, "beam", inputs, config, threading.Event())
+
+
+def test_the_in_process_runner_is_the_loaded_model_with_its_pass_and_description(loaded):
+    runner = InProcess.of(loaded)
+    assert runner.model is loaded.model and runner.sampler_config == loaded.sampler_config
+    assert runner.describe() == loaded.describe()
+    canvas = [5, 9, 200, 3, 77]
+    assert runner.denoise(PROMPT, canvas) == denoise_once(loaded.model, loaded.processor, PROMPT, canvas)
+    runner.yield_cpu()
+    runner.close()  # nothing to free: the model stays usable
+    assert runner.model is loaded.model
