@@ -9,6 +9,7 @@ dg.roofline's arithmetic, redrawn on every control.
 """
 
 import statistics
+import time
 
 import gradio as gr
 
@@ -23,6 +24,7 @@ from dg.view import sweep_plots
 
 SEARCH_SEEDS = 3  # the bounded search: every shipped example at seeds 0 .. SEARCH_SEEDS − 1
 RUN_TIMEOUT_S = 120.0  # one search run waits at most this long for its turn and its steps
+SEARCH_BUDGET_S = 60.0  # no search run starts after this long (a large model's runs take seconds each)
 CPU = "this CPU (measured by dg.bench.sweep)"
 
 
@@ -46,6 +48,37 @@ def _run(loaded, row, seed: int):
     return run.snapshot()
 
 
+def _search(loaded, rows) -> tuple:
+    """The bounded search: the examples at seeds 0 .. SEARCH_SEEDS − 1, no run started after SEARCH_BUDGET_S;
+    (first_with_revision's hit or None, runs tried)."""
+    started, tried = time.perf_counter(), []
+
+    def runs():
+        for s in range(SEARCH_SEEDS):
+            for r in rows:
+                if time.perf_counter() - started > SEARCH_BUDGET_S:
+                    return
+                tried.append(r)
+                yield f"{r.prompt} · seed {s}", _run(loaded, r, s)
+
+    return first_with_revision(runs(), SEARCH_SEEDS * len(rows)), len(tried)
+
+
+def find_and_show(loaded, rows, row, seed) -> tuple[str, str]:
+    """Run `row` at `seed` and show its best revision; when it has none, say so and search the examples.
+    (Markdown line, HTML view); a ValueError when a run cannot be made."""
+    trace = _run(loaded, row, seed)
+    found = find_revisions(trace)
+    head = f"**This run** (seed {seed}): {revisions_view.summary(found)}"
+    if not found:
+        hit, tried = _search(loaded, rows)
+        if hit is None:
+            return f"{head} None either in {tried} runs of the shipped examples (seeds 0–{SEARCH_SEEDS - 1}).", ""
+        label, trace, found, n = hit
+        head += f"\n\nSearching the shipped examples: run {n}, **{label}**: {revisions_view.summary(found)}"
+    return head, revisions_view.revision_html(trace, loaded.tokenizer, best_revision(found))
+
+
 def _self_correction(loaded) -> None:
     rows = list(load_rows()["tiny"])
     first = next((r for r in rows if r.thinking), rows[0] if rows else None)  # a trace: the most steps per canvas
@@ -65,17 +98,7 @@ def _self_correction(loaded) -> None:
         with refused_input():
             if row is None:
                 raise ValueError("pick one of the examples")
-            trace = _run(loaded, row, seed)
-        found = find_revisions(trace)
-        head = f"**This run** (seed {seed}): {revisions_view.summary(found)}"
-        if not found:
-            runs = ((f"{r.prompt} · seed {s}", _run(loaded, r, s)) for s in range(SEARCH_SEEDS) for r in rows)
-            hit = first_with_revision(runs, SEARCH_SEEDS * len(rows))
-            if hit is None:
-                return head + f" None either in the {SEARCH_SEEDS * len(rows)} runs of the shipped examples.", ""
-            label, trace, found, tried = hit
-            head += f"\n\nSearching the shipped examples: run {tried}, **{label}**: {revisions_view.summary(found)}"
-        return head, revisions_view.revision_html(trace, loaded.tokenizer, best_revision(found))
+            return find_and_show(loaded, rows, row, seed)
 
     go.click(find, [prompt, seed], [found_line, found_view], api_visibility="private")
 

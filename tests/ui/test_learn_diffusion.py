@@ -32,3 +32,15 @@ def test_measured_figures_belong_to_their_model_device_and_precision():
     for elsewhere in ((roofline.RELEASE, "H200", "fp8"), (roofline.RELEASE, "H100 SXM", "bf16"),
                       (tiny, "H100 SXM", "fp32")):
         assert learn_diffusion._measured(*elsewhere, sweep)[0] == []
+
+
+def test_a_run_without_revisions_says_so_and_the_search_shows_one_it_found():
+    loaded = InProcess.of(load())
+    rows = [r for r in load_rows()["tiny"] if r.image is None]
+    for row in rows:  # the first example whose run at seed 0 holds no revision (found, not picked)
+        line, html = learn_diffusion.find_and_show(loaded, rows, row, 0)
+        if "No accepted token was changed" in line:
+            break
+    else:
+        raise AssertionError("every example's seed-0 run holds a revision: the search is never needed")
+    assert "Searching the shipped examples: run" in line and "changed here" in html
