@@ -87,3 +87,11 @@ def test_the_release_preset_is_what_shape_of_counts_on_the_release_config():
 def test_uniform_routing_would_touch_nearly_every_expert_of_a_release_canvas():
     assert RELEASE.uniform_experts_per_canvas() == pytest.approx(128 * (1 - (120 / 128) ** 256))
     assert RELEASE.uniform_experts_per_canvas() > 127.9 > RELEASE.experts_per_canvas
+
+
+def test_the_gpu_presets_bandwidth_is_the_device_checks_datasheet_figure():
+    from dg.bench.device import peak_bandwidth_gb_s
+
+    for name in ("H100 SXM", "H200"):
+        device_name = {"H100 SXM": "NVIDIA H100 80GB HBM3", "H200": "NVIDIA H200"}[name]
+        assert DEVICES[name].bandwidth_gb_s == peak_bandwidth_gb_s(device_name)
