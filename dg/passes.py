@@ -12,6 +12,7 @@ brings a record's arrays to the host.
 import numpy as np
 import torch
 
+CACHE_IMPLEMENTATIONS = ("dynamic", "static")
 TOPK = 5  # candidates kept per position in the records (inspector, race tooltips)
 # consumed by the first encoder pass only (as in transformers' generate)
 PREFILL_ONLY_KEYS = ("pixel_values", "image_position_ids", "mm_token_type_ids")
@@ -45,10 +46,63 @@ def after_prefill(extra: dict) -> dict:
     return {k: v for k, v in extra.items() if k not in PREFILL_ONLY_KEYS}
 
 
-def new_cache(model):
-    from transformers import DynamicCache
+def use_fast_paths(model, cache: str = "dynamic", max_length: int | None = None, compile: bool | str = False):
+    """How every later run on `model` passes through it, in transformers' own switches (as
+    `generate(cache_implementation="static")` sets them).
 
-    return DynamicCache(config=model.config.get_text_config(decoder=True))
+    `cache="static"`: each run preallocates one KV cache of `max_length` tokens (prompt + budget), so every
+    pass after the prefill has the same shapes; `compile=True` (static only) then runs the encoder passes after
+    the prefill and the decoder pass through `torch.compile(mode="reduce-overhead")`, CUDA graphs on a GPU: an AR
+    token or a decoder step becomes a few graph launches instead of thousands of small kernels. A string names
+    another torch.compile backend: "eager" captures the same whole graphs without generating code (seconds, for
+    checks on a CPU).
+    """
+    if cache not in CACHE_IMPLEMENTATIONS:
+        raise ValueError(f"cache must be one of {CACHE_IMPLEMENTATIONS}, got {cache!r}")
+    if cache == "static" and not (isinstance(max_length, int) and max_length > 0):
+        raise ValueError(f"a static cache needs max_length > 0 (prompt + max_new_tokens), got {max_length}")
+    if compile and cache != "static":
+        raise ValueError("compile=True needs cache='static': a growing cache changes shapes every pass")
+    model.generation_config.cache_implementation = "static" if cache == "static" else None
+    if max_length is not None:
+        model.generation_config.max_length = max_length
+    model.dg_compile = compile
+    return model
+
+
+def new_cache(model, max_length: int | None = None, implementation: str | None = None):
+    """A KV cache for one run: `implementation` ("dynamic" | "static"), else the model's (`use_fast_paths`);
+    a static one holds `max_length` tokens, else the generation config's `max_length`."""
+    from transformers import DynamicCache, StaticCache
+
+    implementation = implementation or model.generation_config.cache_implementation or "dynamic"
+    config = model.config.get_text_config(decoder=True)
+    if implementation == "dynamic":
+        return DynamicCache(config=config)
+    if implementation != "static":
+        raise ValueError(f"cache must be one of {CACHE_IMPLEMENTATIONS}, got {implementation!r}")
+    capacity = max_length or model.generation_config.max_length
+    cache = StaticCache(config=config, max_cache_len=capacity)
+    cache.dg_capacity, cache.dg_written = capacity, 0  # tokens it holds, tokens written (checked by `encode`)
+    return cache
+
+
+def _compiled(model, part: str, backend: str):
+    """The model's compiled encoder or forward, compiled once per model and backend (as `generate()` keeps them)."""
+    store = model.__dict__.setdefault("dg_compiled", {})
+    if (part, backend) not in store:
+        fn = model.model.encoder if part == "encoder" else model.forward
+        mode = "reduce-overhead" if backend == "inductor" else None
+        store[part, backend] = torch.compile(fn, backend=backend, mode=mode, fullgraph=True)
+    return store[part, backend]
+
+
+def _compile_backend(model, cache, compiled: bool | str | None) -> str | None:
+    """The torch.compile backend this pass runs with, or None for eager."""
+    wanted = getattr(model, "dg_compile", False) if compiled is None else compiled
+    if not wanted or not cache.is_compileable:
+        return None
+    return wanted if isinstance(wanted, str) else "inductor"
 
 
 def positions(start: int, length: int, device) -> torch.Tensor:
@@ -56,9 +110,20 @@ def positions(start: int, length: int, device) -> torch.Tensor:
     return torch.arange(start, start + length, dtype=torch.int32, device=device)[None]
 
 
-def encode(model, token_ids, cache, position_ids, attention_mask, extra: dict):
-    """Causal encoder pass over uncached tokens; appends their keys/values to `cache`."""
+def encode(model, token_ids, cache, position_ids, attention_mask, extra: dict, *, compiled: bool | str | None = None):
+    """Causal encoder pass over uncached tokens; appends their keys/values to `cache`.
+
+    Compiled (`compiled`, else the model's `use_fast_paths`) only after the prefill, whose length varies."""
     encoder = model.model.encoder
+    if hasattr(cache, "dg_capacity"):
+        if cache.dg_written + token_ids.shape[1] > cache.dg_capacity:
+            raise ValueError(f"the static KV cache holds {cache.dg_capacity} tokens; this pass would make it "
+                             f"{cache.dg_written + token_ids.shape[1]}: give use_fast_paths a larger max_length")
+        prefill = cache.dg_written == 0
+        cache.dg_written += token_ids.shape[1]
+        backend = _compile_backend(model, cache, compiled)
+        if not prefill and backend:
+            encoder = _compiled(model, "encoder", backend)
     masks = encoder.create_masks_for_generate(
         config=model.config,
         inputs_embeds=torch.empty((1, token_ids.shape[1], 0), dtype=model.dtype, device=token_ids.device),
@@ -78,9 +143,12 @@ def decoder_mask(model, canvas: torch.Tensor, cache, attention_mask: torch.Tenso
         decoder_attention_mask=torch.nn.functional.pad(attention_mask, (0, canvas.shape[1]), value=True))
 
 
-def decode(model, canvas, self_conditioning_logits, mask, cache, position_ids, extra: dict) -> torch.Tensor:
-    """One decoder pass over the canvas, reading the KV cache: logits (1, C, V)."""
-    return model(decoder_input_ids=canvas, self_conditioning_logits=self_conditioning_logits,
+def decode(model, canvas, self_conditioning_logits, mask, cache, position_ids, extra: dict, *,
+           compiled: bool | str | None = None) -> torch.Tensor:
+    """One decoder pass over the canvas, reading the KV cache: logits (1, C, V). Compiled as `encode` is."""
+    backend = _compile_backend(model, cache, compiled)
+    forward = _compiled(model, "forward", backend) if backend else model
+    return forward(decoder_input_ids=canvas, self_conditioning_logits=self_conditioning_logits,
                  decoder_attention_mask=mask, past_key_values=cache, decoder_position_ids=position_ids,
                  **extra).logits
 

@@ -1,8 +1,11 @@
-"""AR mode on the same weights: cached decoding equals a plain no-cache loop, token for token."""
+"""AR mode on the same weights: cached decoding equals a plain no-cache loop, token for token, on a growing or a
+static cache, eager or compiled."""
 
+import pytest
 import torch
 
 from dg.ar import generate_ar, next_token_logits
+from dg.passes import use_fast_paths
 from dg.prompts import build_inputs
 from dg.testing import tiny_model_for
 
@@ -52,3 +55,35 @@ def test_ar_stops_at_eos_and_sampling_is_reproducible(processor):
     torch.manual_seed(4)
     b = generate_ar(model, inputs, max_new_tokens=8, greedy=False, temperature=1.5)
     assert a.token_ids == b.token_ids and len(a.tokens) == 8
+
+
+@pytest.fixture(scope="module")
+def embedded():
+    """The shipped tiny model, loaded as the app loads it (its own copy: these tests change its fast paths)."""
+    from dg.loading import load
+
+    loaded = load()
+    yield loaded
+    use_fast_paths(loaded.model, "dynamic")
+
+
+def test_a_static_cache_gives_the_tokens_of_the_growing_one(embedded, one_thread):
+    inputs = build_inputs(embedded.processor, "What is 12 + 30?")
+    dynamic = generate_ar(embedded.model, inputs, max_new_tokens=16)
+    static = generate_ar(embedded.model, inputs, max_new_tokens=16, cache="static")
+    assert static.token_ids == dynamic.token_ids and len(static.tokens) == 16
+
+
+def test_compiling_needs_the_static_cache(embedded):
+    inputs = build_inputs(embedded.processor, "What is 12 + 30?")
+    with pytest.raises(ValueError, match="compile=True needs cache='static'"):
+        generate_ar(embedded.model, inputs, max_new_tokens=4, compile=True)
+
+
+@pytest.mark.slow  # torch.compile of the encoder takes ~45 s on two CPU cores
+def test_the_compiled_ar_step_gives_the_tokens_of_the_eager_one(embedded):
+    inputs = build_inputs(embedded.processor, "Write a sentence about a dog.")
+    eager = generate_ar(embedded.model, inputs, max_new_tokens=12)
+    compiled = generate_ar(embedded.model, inputs, max_new_tokens=12, cache="static", compile=True)
+    again = generate_ar(embedded.model, inputs, max_new_tokens=12, cache="static", compile=True)
+    assert compiled.token_ids == again.token_ids == eager.token_ids

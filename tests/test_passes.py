@@ -1,9 +1,12 @@
-"""Model plumbing: EOS and pad ids, the after-EOS mask, the distribution every record summarises, the host copy."""
+"""Model plumbing: EOS and pad ids, the after-EOS mask, the distribution every record summarises, the host copy,
+the static cache and compiled passes."""
 
 import numpy as np
+import pytest
 import torch
 
-from dg.passes import TOPK, after_eos, entropy, eos_pad, eos_token_ids, pad_token_id, to_host, top_k
+from dg.passes import (TOPK, after_eos, entropy, eos_pad, eos_token_ids, pad_token_id, to_host, top_k,
+                       use_fast_paths)
 from dg.testing import tiny_random_model
 
 
@@ -59,3 +62,69 @@ def test_to_host_brings_tensors_of_any_dtype_and_shape_through_one_buffer():
 
     assert len({id(root(a)) for a in arrays}) == 1  # one host buffer: one copy from the device
     assert all(a.ctypes.data % a.dtype.itemsize == 0 for a in arrays)  # every array aligned
+
+
+@pytest.fixture(scope="module")
+def embedded():
+    """The shipped tiny model (its own copy: these tests change its fast paths) and one short diffusion run."""
+    from dg.loading import load
+    from dg.prompts import build_inputs
+
+    loaded = load()
+    inputs = build_inputs(loaded.processor, "What is 12 + 30?")
+    config = loaded.sampler_config.replace(backend="torch", max_new_tokens=2 * loaded.model.config.canvas_length)
+    length = inputs["input_ids"].shape[1] + config.max_new_tokens
+    yield loaded.model, inputs, config, length
+    use_fast_paths(loaded.model, "dynamic")
+
+
+def _diffusion(model, inputs, config):
+    from dg.sampler import generate_diffusion
+
+    torch.manual_seed(0)
+    return generate_diffusion(model, inputs, config)
+
+
+def test_diffusion_on_a_static_cache_takes_the_steps_and_tokens_of_the_growing_one(embedded, one_thread):
+    model, inputs, config, length = embedded
+    dynamic = _diffusion(model, inputs, config)
+    use_fast_paths(model, "static", length)
+    try:
+        static = _diffusion(model, inputs, config)
+    finally:
+        use_fast_paths(model, "dynamic")
+    assert static.token_ids == dynamic.token_ids and len(static.steps) == len(dynamic.steps)
+    assert all((a.argmax == b.argmax).all() and (a.accepted == b.accepted).all()
+               for a, b in zip(static.steps, dynamic.steps))
+    # attention over the preallocated cache sums in another order: the same decisions, last bits aside
+    assert max(float(np.abs(a.entropy - b.entropy).max()) for a, b in zip(static.steps, dynamic.steps)) < 1e-3
+
+
+def test_a_static_cache_refuses_to_overflow_and_fast_paths_refuse_bad_settings(embedded):
+    model, inputs, config, length = embedded
+    use_fast_paths(model, "static", 8)
+    try:
+        with pytest.raises(ValueError, match="static KV cache holds 8 tokens"):
+            _diffusion(model, inputs, config)
+    finally:
+        use_fast_paths(model, "dynamic")
+    with pytest.raises(ValueError, match="cache must be one of"):
+        use_fast_paths(model, "paged")
+    with pytest.raises(ValueError, match="needs max_length"):
+        use_fast_paths(model, "static")
+    with pytest.raises(ValueError, match="compile=True needs cache='static'"):
+        use_fast_paths(model, compile=True)
+
+
+@pytest.mark.slow  # torch.compile of the encoder and the decoder forward takes ~60 s on two CPU cores
+def test_compiled_encoder_and_decoder_passes_take_the_steps_and_tokens_of_eager_ones(embedded):
+    model, inputs, config, length = embedded
+    use_fast_paths(model, "static", length)
+    try:
+        eager = _diffusion(model, inputs, config)
+        use_fast_paths(model, "static", length, compile=True)
+        compiled, again = _diffusion(model, inputs, config), _diffusion(model, inputs, config)
+    finally:
+        use_fast_paths(model, "dynamic")
+    assert compiled.token_ids == again.token_ids == eager.token_ids
+    assert [s.n_accepted for s in compiled.steps] == [s.n_accepted for s in eager.steps]

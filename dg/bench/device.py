@@ -10,7 +10,9 @@ encoder and decoder share is allocated once (`allocate_once`).
 
 Each diffusion run is timed twice: once plain (ms/step, tokens/s), once with the device drained
 around every phase of a step (decoder forward, sampling, recording), which splits a step's time at
-the cost of a few synchronisations. `python -m dg.bench.gpu_check` runs this check as one part of
+the cost of a few synchronisations. `modes=("compiled",)` times diffusion and AR again on a static KV
+cache with compiled passes (`dg.passes.use_fast_paths`), the way `generate(cache_implementation="static")`
+runs; the summary takes the faster AR and the faster diffusion. `python -m dg.bench.gpu_check` runs this check as one part of
 its report.
 """
 
@@ -24,7 +26,7 @@ from dg import sampler
 from dg.ar import generate_ar
 from dg.bench.common import format_table, timed
 from dg.config import SamplerConfig
-from dg.passes import encode, new_cache, positions
+from dg.passes import encode, new_cache, positions, use_fast_paths
 from dg.sampler import generate_diffusion
 
 # google/diffusiongemma-26B-A4B-it's text tower (25.2 B total / 3.8 B active). DiffusionGemmaConfig()'s
@@ -185,18 +187,23 @@ def split_step(model, inputs: dict, config: SamplerConfig, device) -> dict:
 
 
 def time_diffusion(model, prompt_ids, steps: int, canvases: int, backend: str, split: bool = True) -> dict:
+    """ms/step and tokens/s of `canvases` canvases of `steps` steps, on the model's fast paths (`use_fast_paths`);
+    `warm_up_s` is a run before them (one canvas; two when compiled, so a committed canvas's encoder pass is
+    compiled too)."""
     canvas = model.config.canvas_length
     config = SamplerConfig(max_denoising_steps=steps, confidence_threshold=NEVER_CONFIDENT,
                            max_new_tokens=canvas * canvases, backend=backend)
     inputs = {"input_ids": prompt_ids}
-    generate_diffusion(model, inputs, config.replace(max_new_tokens=canvas))  # warm-up
+    warm_up = config.replace(max_new_tokens=canvas * min(canvases, 2 if getattr(model, "dg_compile", False) else 1))
+    _, warm_up_s = timed(lambda: generate_diffusion(model, inputs, warm_up), prompt_ids.device)
     torch.manual_seed(0)
     trace, wall = timed(lambda: generate_diffusion(model, inputs, config), prompt_ids.device)
     # steps 2..N of each canvas: a step's gap to the previous one is one decoder pass + sampling
     step_ms = statistics.median(
         _median_gap_ms([r.t for r in trace.steps_of(k)]) for k in range(len(trace.canvases)))
     metrics = trace.metrics()
-    result = {"backend": backend, "ms_per_step": step_ms, "wall_s": wall, "tokens": metrics["tokens"],
+    result = {"backend": backend, "fast_paths": fast_paths_label(model), "warm_up_s": warm_up_s,
+              "ms_per_step": step_ms, "wall_s": wall, "tokens": metrics["tokens"],
               "tps": metrics["tokens"] / wall, "tpf": metrics["tpf"], "steps": metrics["total_steps"],
               "canvases": metrics["canvases"]}
     if split:
@@ -204,17 +211,58 @@ def time_diffusion(model, prompt_ids, steps: int, canvases: int, backend: str, s
     return result
 
 
-def time_ar(model, prompt_ids, n_tokens: int) -> dict:
+def time_ar(model, prompt_ids, n_tokens: int, cache: str = "dynamic", compile: bool | str = False) -> dict:
+    """ms/token and tokens/s of greedy AR; `warm_up_s` is a 4-token run before it (it compiles, when compiled)."""
     inputs = {"input_ids": prompt_ids}
-    generate_ar(model, inputs, 4)  # warm-up
-    trace, wall = timed(lambda: generate_ar(model, inputs, n_tokens, eos_token_ids=()), prompt_ids.device)
-    return {"ms_per_token": _median_gap_ms([r.t for r in trace.tokens]), "wall_s": wall,
+    run = lambda n: generate_ar(model, inputs, n, eos_token_ids=(), cache=cache, compile=compile)  # noqa: E731
+    _, warm_up_s = timed(lambda: run(4), prompt_ids.device)
+    trace, wall = timed(lambda: run(n_tokens), prompt_ids.device)
+    return {"fast_paths": f"{cache} cache" + _compiled_label(compile), "warm_up_s": warm_up_s,
+            "ms_per_token": _median_gap_ms([r.t for r in trace.tokens]), "wall_s": wall,
             "tokens": len(trace.tokens), "tps": len(trace.tokens) / wall}
 
 
+def _compiled_label(compile: bool | str) -> str:
+    return "" if not compile else ", compiled" if compile is True else f", compiled ({compile})"
+
+
+def fast_paths_label(model) -> str:
+    static = model.generation_config.cache_implementation == "static"
+    return f"{'static' if static else 'dynamic'} cache" + _compiled_label(getattr(model, "dg_compile", False))
+
+
+def time_compiled(model, prompt_ids, steps: int, canvases: int, ar_tokens: int, backend: str,
+                  compile: bool | str = True) -> dict:
+    """Diffusion and AR on a static KV cache with compiled encoder/decoder passes (CUDA graphs on a GPU)."""
+    length = prompt_ids.shape[1] + model.config.canvas_length * canvases
+    use_fast_paths(model, "static", length, compile=compile)
+    try:
+        diffusion = time_diffusion(model, prompt_ids, steps, canvases, backend, split=False)
+    finally:
+        use_fast_paths(model, "dynamic")
+    return {"diffusion": [diffusion], "ar": time_ar(model, prompt_ids, ar_tokens, cache="static", compile=compile)}
+
+
+def summarise(result: dict) -> dict:
+    """The fastest diffusion run and the fastest AR run of every mode timed, and what each cost."""
+    runs = [*result.get("diffusion", []), *result.get("compiled", {}).get("diffusion", [])]
+    ars = [r for r in (result.get("ar"), result.get("compiled", {}).get("ar")) if r]
+    best = min(runs, key=lambda r: r["ms_per_step"])
+    ar = min(ars, key=lambda r: r["ms_per_token"])
+    return {"device": result["device"], "prefill_ms": result["prefill_ms"], "ms_per_step": best["ms_per_step"],
+            "diffusion_tps": best["tps"], "ar_tps": ar["tps"], "tpf": best["tpf"],
+            "decoder_step_vs_ar_token_cost": best["ms_per_step"] / ar["ms_per_token"],
+            "backend": best["backend"], "diffusion_fast_paths": best["fast_paths"], "ar_fast_paths": ar["fast_paths"]}
+
+
 def device_check(config=None, device=None, dtype=torch.bfloat16, prompt_length: int = 512, steps: int = 12,
-                 canvases: int = 2, ar_tokens: int = 64, backends=("torch", "triton"), seed: int = 0) -> dict:
+                 canvases: int = 2, ar_tokens: int = 64, backends=("torch", "triton"), seed: int = 0,
+                 modes=("eager",), compile: bool | str = True) -> dict:
     """Prefill ms, ms/step and TPS of dg diffusion (per sampling backend) and AR on random weights.
+
+    `modes`: "eager" (a growing KV cache, eager passes: every backend, the step split) and/or "compiled" (a
+    static cache and compiled passes: the fastest backend, no split; `compile` as `use_fast_paths` takes it);
+    the summary takes the faster of each.
 
     With no arguments: the release's 26B-A4B config in bf16 on CUDA (SystemExit without CUDA).
     Tests pass a tiny config and the CPU to exercise the same code.
@@ -239,15 +287,14 @@ def device_check(config=None, device=None, dtype=torch.bfloat16, prompt_length: 
               "prefill_ms": time_prefill(model, prompt_ids)}
     if device.type != "cuda":
         backends = tuple(b for b in backends if b != "triton")
-    result["diffusion"] = [time_diffusion(model, prompt_ids, steps, canvases, b) for b in backends]
-    result["ar"] = time_ar(model, prompt_ids, ar_tokens)
-    best = min(result["diffusion"], key=lambda r: r["ms_per_step"])
-    result["summary"] = {
-        "device": result["device"], "prefill_ms": result["prefill_ms"], "ms_per_step": best["ms_per_step"],
-        "diffusion_tps": best["tps"], "ar_tps": result["ar"]["tps"], "tpf": best["tpf"],
-        "decoder_step_vs_ar_token_cost": best["ms_per_step"] / result["ar"]["ms_per_token"],
-        "backend": best["backend"],
-    }
+    if unknown := set(modes) - {"eager", "compiled"}:
+        raise ValueError(f"modes must be among ('eager', 'compiled'), got {sorted(unknown)}")
+    if "eager" in modes:
+        result["diffusion"] = [time_diffusion(model, prompt_ids, steps, canvases, b) for b in backends]
+        result["ar"] = time_ar(model, prompt_ids, ar_tokens)
+    if "compiled" in modes:
+        result["compiled"] = time_compiled(model, prompt_ids, steps, canvases, ar_tokens, backends[-1], compile)
+    result["summary"] = summarise(result)
     return result
 
 
@@ -256,13 +303,16 @@ def format_device_check(result: dict) -> str:
             f"(materialised in {result['init_s']:.1f} s); prompt {result['prompt_length']} tokens, "
             f"{result['steps_per_canvas']} steps per {result['canvas_length']}-token canvas\n"
             f"encoder prefill: {result['prefill_ms']:.1f} ms")
-    rows = [{"mode": f"diffusion ({r['backend']} sampling)", "ms_per_step_or_token": r["ms_per_step"],
-             "tps": r["tps"], "tokens": r["tokens"], "tpf": r["tpf"],
-             **{f"{phase}_ms": ms for phase, ms in r.get("split_ms_per_step", {}).items() if phase != "total"}}
-            for r in result["diffusion"]]
-    ar = result["ar"]
-    rows.append({"mode": "AR (KV cache)", "ms_per_step_or_token": ar["ms_per_token"], "tps": ar["tps"],
-                 "tokens": ar["tokens"], "tpf": 1.0})
+    rows = []
+    for part in (result, result.get("compiled", {})):
+        rows += [{"mode": f"diffusion ({r['backend']} sampling, {r['fast_paths']})", "ms_per_step_or_token":
+                  r["ms_per_step"], "tps": r["tps"], "tokens": r["tokens"], "tpf": r["tpf"], "warm_up_s": r["warm_up_s"],
+                  **{f"{phase}_ms": ms for phase, ms in r.get("split_ms_per_step", {}).items() if phase != "total"}}
+                 for r in part.get("diffusion", [])]
+        if ar := part.get("ar"):
+            rows.append({"mode": f"AR ({ar['fast_paths']})", "ms_per_step_or_token": ar["ms_per_token"],
+                         "tps": ar["tps"], "tokens": ar["tokens"], "tpf": 1.0, "warm_up_s": ar["warm_up_s"]})
     split = [f"{phase}_ms" for phase in ("decoder_forward", "sampling", "recording", "other")]
-    return (head + "\n" + format_table(rows, ["mode", "ms_per_step_or_token", "tps", "tokens", "tpf", *split])
+    columns = ["mode", "ms_per_step_or_token", "tps", "tokens", "tpf", "warm_up_s", *split]
+    return (head + "\n" + format_table(rows, columns)
             + "\n(the *_ms split comes from a second run with the device drained around each phase)")

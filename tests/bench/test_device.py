@@ -94,3 +94,18 @@ def test_materialised_weights_share_storage_exactly_where_the_built_model_shares
     pointers = {names[0]: {params[n].data_ptr() for n in names} for names in groups.values()}
     assert all(len(ptrs) == 1 for ptrs in pointers.values())  # shared in the built model: one storage here
     assert len({next(iter(ptrs)) for ptrs in pointers.values()}) == len(groups)  # and nothing else shares
+
+
+def test_the_summary_takes_the_faster_ar_and_diffusion_of_every_mode_timed():
+    from dg.bench.device import summarise
+
+    eager = {"backend": "triton", "fast_paths": "dynamic cache", "ms_per_step": 30.0, "tps": 900.0, "tpf": 9.0}
+    compiled = {**eager, "fast_paths": "static cache, compiled", "ms_per_step": 20.0, "tps": 1300.0}
+    result = {"device": "gpu", "prefill_ms": 5.0, "diffusion": [eager],
+              "ar": {"fast_paths": "dynamic cache", "ms_per_token": 25.0, "tps": 40.0},
+              "compiled": {"diffusion": [compiled], "ar": {"fast_paths": "static cache, compiled", "ms_per_token": 5.0,
+                                                           "tps": 200.0}}}
+    summary = summarise(result)
+    assert summary["diffusion_fast_paths"] == summary["ar_fast_paths"] == "static cache, compiled"
+    assert summary["ar_tps"] == 200.0 and summary["diffusion_tps"] == 1300.0
+    assert summary["decoder_step_vs_ar_token_cost"] == 4.0
