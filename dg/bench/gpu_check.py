@@ -1,21 +1,25 @@
-"""The prepared GPU check: one command, at most 8 minutes on one H100/H200, one JSON file.
+"""The prepared GPU check: one command, at most 6 minutes on one H100/H200, one JSON file.
 
-    bash scripts/gpu-check.sh runs/gpu-check                 # python -m dg.bench.gpu_check --out runs/gpu-check
-    python -m dg.bench.gpu_check --out runs/smoke --smoke    # the same code on the CPU at tiny shapes, < 60 s
+    bash scripts/gpu-check.sh runs/gpu-check --wheels DIR    # python -m dg.bench.gpu_check --out runs/gpu-check
+    python -m dg.bench.gpu_check --out runs/smoke --smoke    # the same code on the CPU at tiny shapes
 
-Three parts, each in a process of its own under its own time limit (a crash, an out-of-memory or a hang
-is recorded and the next part still runs, on a clean GPU):
+Four parts, each in a process of its own under its own time limit, printed with its result (a crash, an
+out-of-memory or a hang is recorded and the next part still runs, on a clean GPU; a part whose imports
+this Python lacks is not run, and one line says what to carry):
 1. `kernel_tests`: `pytest tests/kernels` with TRITON_INTERPRET unset: the Triton kernels compiled;
 2. `sampling_step`: the fused Triton step vs the torch reference at (B, C, V) = (1, 256, 262144), bf16 and
    float32, through the sampler's dispatcher: ms per call, GB/s of the step's floor traffic against the
    datasheet and the measured copy bandwidth, whether both accept the same positions and tokens, and
    the ms of the sampler's per-step record of each;
 3. `sampler`: DiffusionGemma 26B-A4B, random weights (`dg.bench.device`), 12 steps per canvas: tokens/s,
-   ms per step, and the step split into decoder forward / sampling / recording.
+   ms per step, and the step split into decoder forward / sampling / recording; AR on the same weights;
+4. `compiled`: the same model again, diffusion and AR on a static KV cache with compiled passes
+   (`dg.passes.use_fast_paths`, CUDA graphs), compile time apart; the summary takes the faster AR.
 
 OUT/gpu-check.json: `ok`, `mode` ("gpu" | "smoke"), `started`, `wall_s`, `device` (name, datasheet peak
-bandwidth or null), `versions` (python, torch, triton, transformers, cuda, commit), `plan`, and `parts`,
-each {`status` ("ok" | "failed": its checks did not pass | "error" | "timeout"), `wall_s`, `limit_s`,
+bandwidth or null), `versions` (python, torch, triton, transformers, cuda, commit, the carried wheels and
+every installed package's version), `plan`, and `parts`, each {`status` ("ok" | "failed": its checks did
+not pass | "error" | "timeout" | "missing": this Python lacks what it imports), `wall_s`, `limit_s`,
 `error` (one line or null), `log_tail` (when not ok), `result`}. Exit 0 when every part is ok, else 1;
 2 without CUDA (unless --smoke).
 """
@@ -25,7 +29,6 @@ import datetime
 import json
 import math
 import os
-import platform
 import signal
 import statistics
 import subprocess
@@ -35,19 +38,19 @@ import time
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from functools import partial
-from importlib import metadata
 from pathlib import Path
 
 import torch
 
 from dg.bench.common import fmt, timed
 from dg.bench.device import peak_bandwidth_gb_s, require_cuda
+from dg.bench.stack import device_info, missing_needs, versions
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT_NAME = "gpu-check.json"
-TOTAL_BUDGET_S = 480  # the promise: the whole check within 8 minutes
-START_OVERHEAD_S = 30  # the parent's own imports, device queries and writing the report
-PART_LIMITS_S = {"kernel_tests": 150, "sampling_step": 90, "sampler": 210}
+TOTAL_BUDGET_S = 360  # the promise: the whole check within 6 minutes, so a second try fits a 15-minute lease
+START_OVERHEAD_S = 30  # the parent's own imports, device queries, installing carried wheels, writing the report
+PART_LIMITS_S = {"kernel_tests": 90, "sampling_step": 50, "sampler": 90, "compiled": 100}
 SMOKE_KERNEL_TESTS = "acceptance_equals_entropy_bound_mask or launcher_rejects or looser_entropy_bound"
 CLEAR_MARGIN = 1.0  # logits of lead for every argmax: far more than one bf16 rounding step of the scaled logits
 ONE_HOT_MARGIN = 120.0  # logits of lead that make softmax(logits / τ) exactly one-hot in float32 for τ <= 1
@@ -67,6 +70,7 @@ class CheckPlan:
     canvases: int = 2
     prompt_length: int = 512
     ar_tokens: int = 64
+    compile: str | bool = True  # the `compiled` part's torch.compile: True = inductor + CUDA graphs
     limits_s: dict = field(default_factory=lambda: dict(PART_LIMITS_S))
 
     def __post_init__(self):
@@ -83,8 +87,8 @@ class CheckPlan:
     @classmethod
     def for_smoke(cls) -> "CheckPlan":
         return cls(smoke=True, step_shape=(1, 16, 512), step_repeats=3, copy_mb=16, kernel_tests=SMOKE_KERNEL_TESTS,
-                   steps_per_canvas=2, canvases=1, prompt_length=12, ar_tokens=4,
-                   limits_s={"kernel_tests": 60, "sampling_step": 60, "sampler": 60})
+                   steps_per_canvas=2, canvases=2, prompt_length=12, ar_tokens=4, compile="eager",
+                   limits_s={"kernel_tests": 60, "sampling_step": 60, "sampler": 60, "compiled": 60})
 
 
 # Part 2: the sampling step, fused vs torch.
@@ -187,9 +191,9 @@ def sampling_step_part(plan: CheckPlan, device) -> tuple[dict, str | None]:
     return result, (f"the fused and torch steps disagree ({failure})" if failure else None)
 
 
-# Part 3: the sampler on the full-size model.
-def sampler_part(plan: CheckPlan, device) -> tuple[dict, str | None]:
-    """The device check (both sampling backends on CUDA, plus AR); smoke: a tiny config on the CPU."""
+# Parts 3 and 4: the sampler on the full-size model, eager and then on a static cache with compiled passes.
+def _device_check(plan: CheckPlan, device, mode: str) -> tuple[dict, str | None]:
+    """The device check in one mode (both sampling backends on CUDA, plus AR); smoke: a tiny config on the CPU."""
     from dg.bench.device import device_check
 
     if plan.smoke:
@@ -199,12 +203,14 @@ def sampler_part(plan: CheckPlan, device) -> tuple[dict, str | None]:
     else:
         config, dtype = None, torch.bfloat16  # the release's 26B-A4B
     result = device_check(config, device, dtype, prompt_length=plan.prompt_length, steps=plan.steps_per_canvas,
-                          canvases=plan.canvases, ar_tokens=plan.ar_tokens)
-    short = [r["backend"] for r in result["diffusion"] if r["steps"] != plan.steps_per_canvas * plan.canvases]
+                          canvases=plan.canvases, ar_tokens=plan.ar_tokens, modes=(mode,), compile=plan.compile)
+    runs = result["diffusion"] if mode == "eager" else result["compiled"]["diffusion"]
+    short = [r["backend"] for r in runs if r["steps"] != plan.steps_per_canvas * plan.canvases]
     return result, (f"runs stopped early ({', '.join(short)})" if short else None)
 
 
-CHILD_PARTS = {"sampling_step": sampling_step_part, "sampler": sampler_part}
+CHILD_PARTS = {"sampling_step": sampling_step_part, "sampler": partial(_device_check, mode="eager"),
+               "compiled": partial(_device_check, mode="compiled")}
 
 
 def run_child(part: str, plan: CheckPlan, result_path: Path) -> int:
@@ -295,15 +301,20 @@ def run_parts(plan: CheckPlan, scratch: Path) -> dict:
     junit = scratch / "kernel-tests.xml"
     pytest_argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/kernels",
                    f"--junitxml={junit}", *(["-k", plan.kernel_tests] if plan.kernel_tests else [])]
-    parts = {}
-    print(f"kernel_tests: pytest tests/kernels ({'interpreted' if plan.smoke else 'compiled'}) ...", flush=True)
-    parts["kernel_tests"] = run_part(pytest_argv, env, plan.limits_s["kernel_tests"], lambda: read_junit(junit, plan))
-    _print_part("kernel_tests", parts["kernel_tests"])
+    commands = {"kernel_tests": (pytest_argv, lambda: read_junit(junit, plan))}
     for part in CHILD_PARTS:
         result_path = scratch / f"{part}.json"
         argv = [sys.executable, "-m", "dg.bench.gpu_check", "--part", part, "--result", str(result_path), *smoke]
+        commands[part] = (argv, lambda p=result_path: read_child(p))
+    parts = {}
+    for part, (argv, read_result) in commands.items():
+        if need := missing_needs(part):
+            parts[part] = {"status": "missing", "wall_s": 0.0, "limit_s": plan.limits_s[part], "error": need,
+                           "result": None}
+            print(f"{part}: {need}", flush=True)
+            continue
         print(f"{part} ...", flush=True)
-        parts[part] = run_part(argv, env, plan.limits_s[part], lambda p=result_path: read_child(p))
+        parts[part] = run_part(argv, env, plan.limits_s[part], read_result)
         _print_part(part, parts[part])
     return parts
 
@@ -324,14 +335,21 @@ def describe(name: str, result: dict) -> list[str]:
                          f" / {fmt(d['triton'].get('record_ms'))} ms; "
                          f"{'same' if d['agreement']['agree'] else 'DIFFERENT'} accepted positions and tokens")
         return lines
-    return [f"{r['backend']} sampling: {fmt(r['tps'], '.4g')} tok/s, {fmt(r['ms_per_step'])} ms/step; split (ms): "
-            + ", ".join(f"{phase} {fmt(ms)}" for phase, ms in r["split_ms_per_step"].items())
-            for r in result["diffusion"]]
+    if name == "compiled":
+        result = result["compiled"]
+    lines = [f"{r['backend']} sampling, {r['fast_paths']}: {fmt(r['tps'], '.4g')} tok/s, {fmt(r['ms_per_step'])} "
+             f"ms/step (warm-up {fmt(r['warm_up_s'])} s)" + ("; split (ms): " + ", ".join(
+                 f"{phase} {fmt(ms)}" for phase, ms in r["split_ms_per_step"].items()) if "split_ms_per_step" in r else "")
+             for r in result["diffusion"]]
+    ar = result["ar"]
+    return lines + [f"AR, {ar['fast_paths']}: {fmt(ar['tps'], '.4g')} tok/s, {fmt(ar['ms_per_token'])} ms/token "
+                    f"(warm-up {fmt(ar['warm_up_s'])} s)"]
 
 
 def _print_part(name: str, record: dict) -> None:
     note = f": {record['error']}" if record["error"] else ""
-    print(f"{name}: {record['status']} in {record['wall_s']:.1f} s{note}", flush=True)
+    print(f"{name}: {record['status']} in {record['wall_s']:.1f} s of its {record['limit_s']:g} s limit{note}",
+          flush=True)
     try:  # a summary line never stops the check: the JSON has the figures
         lines = describe(name, record["result"]) if record["result"] else []
     except (KeyError, TypeError, ValueError) as error:
@@ -340,39 +358,12 @@ def _print_part(name: str, record: dict) -> None:
         print(f"  {line}", flush=True)
 
 
-def device_info(plan: CheckPlan) -> dict:
-    if plan.smoke:
-        return {"name": f"cpu ({platform.machine()})", "peak_bandwidth_gb_s": None, "peak_bandwidth_source": "unknown"}
-    props = torch.cuda.get_device_properties(0)
-    peak = peak_bandwidth_gb_s(props.name)
-    return {"name": props.name, "peak_bandwidth_gb_s": peak,
-            "peak_bandwidth_source": "datasheet" if peak else "unknown",
-            "capability": f"{props.major}.{props.minor}", "memory_gib": props.total_memory / 2**30,
-            "multiprocessors": props.multi_processor_count, "count": torch.cuda.device_count()}
-
-
-def versions() -> dict:
-    def version(package):
-        try:
-            return metadata.version(package)
-        except metadata.PackageNotFoundError:
-            return None
-
-    try:
-        git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-        commit = git.stdout.strip() if git.returncode == 0 else None
-    except OSError:  # no git on the machine
-        commit = None
-    return {"python": platform.python_version(), "torch": torch.__version__, "triton": version("triton"),
-            "transformers": version("transformers"), "cuda": torch.version.cuda, "commit": commit}
-
-
 def run_check(plan: CheckPlan, out_dir: Path) -> dict:
     """Every part, then OUT/gpu-check.json; returns the report."""
     start = time.perf_counter()
     report = {"ok": False, "mode": "smoke" if plan.smoke else "gpu",
               "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "wall_s": None, "device": device_info(plan), "versions": versions(), "plan": asdict(plan)}
+              "wall_s": None, "device": device_info(plan.smoke), "versions": versions(), "plan": asdict(plan)}
     with tempfile.TemporaryDirectory(prefix="dg-gpu-check-") as scratch:
         report["parts"] = run_parts(plan, Path(scratch))
     report["ok"] = all(p["status"] == "ok" for p in report["parts"].values())

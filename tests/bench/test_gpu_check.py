@@ -6,6 +6,7 @@ import math
 import os
 import subprocess
 import sys
+import zipfile
 from importlib import metadata
 
 import pytest
@@ -16,16 +17,29 @@ from dg.bench.gpu_check import CheckPlan, designed_logits, main, run_part
 from dg.kernels.reference import sample_step_torch
 
 ROOT = gpu_check.ROOT
-PARTS = {"kernel_tests", "sampling_step", "sampler"}
+PARTS = {"kernel_tests", "sampling_step", "sampler", "compiled"}
+PROBE_WHEEL = "dgprobe-1.0-py3-none-any.whl"
+
+
+def write_probe_wheel(folder):
+    """A one-module pure-Python wheel, to see a carried wheel installed and recorded."""
+    files = {"dgprobe/__init__.py": "VALUE = 1\n",
+             "dgprobe-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: dgprobe\nVersion: 1.0\n",
+             "dgprobe-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: dg\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files["dgprobe-1.0.dist-info/RECORD"] = "".join(f"{name},,\n" for name in files) + "dgprobe-1.0.dist-info/RECORD,,\n"
+    with zipfile.ZipFile(folder / PROBE_WHEEL, "w") as wheel:
+        for name, text in files.items():
+            wheel.writestr(name, text)
 
 
 @pytest.fixture(scope="module")
 def smoke_report(tmp_path_factory):
-    """`bash scripts/gpu-check.sh OUT --smoke`, as a user runs it: (completed process, the JSON report)."""
-    out = tmp_path_factory.mktemp("gpu-check")
+    """`bash scripts/gpu-check.sh OUT --smoke --wheels DIR`, as a user runs it: (completed process, the JSON report)."""
+    out, wheels = tmp_path_factory.mktemp("gpu-check"), tmp_path_factory.mktemp("wheels")
+    write_probe_wheel(wheels)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run(["bash", "scripts/gpu-check.sh", str(out), "--smoke"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=240)
+    done = subprocess.run(["bash", "scripts/gpu-check.sh", str(out), "--smoke", "--wheels", str(wheels)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert sorted(p.name for p in out.iterdir()) == ["gpu-check.json"]  # one file, nothing else
     return done, json.loads((out / "gpu-check.json").read_text())
@@ -46,13 +60,15 @@ def test_smoke_report_says_what_ran_where_and_with_which_versions(smoke_report, 
     assert versions["transformers"] == metadata.version("transformers")
     assert versions["triton"] == metadata.version("triton")
     assert versions["commit"]
+    assert versions["carried_wheels"] == [PROBE_WHEEL] and versions["packages"]["dgprobe"] == "1.0"  # installed
+    assert versions["packages"]["torch"] == metadata.version("torch") and "dgprobe" not in sys.modules
     assert report["plan"]["step_shape"] == list(plan.step_shape) and report["plan"]["limits_s"] == plan.limits_s
     assert set(report["parts"]) == PARTS
     for name, part in report["parts"].items():
         assert set(part) == {"status", "wall_s", "limit_s", "error", "result"}, name  # no log_tail when ok
         assert part["status"] == "ok" and part["error"] is None, name
         assert positive_finite(part["wall_s"]) and part["wall_s"] < part["limit_s"] == plan.limits_s[name], name
-        assert f"{name}: ok in" in done.stdout
+        assert f"{name}: ok in" in done.stdout and f"of its {part['limit_s']:g} s limit" in done.stdout
     assert done.stdout.strip().splitlines()[-1].startswith("ok in")
 
 
@@ -134,12 +150,12 @@ def test_a_part_whose_checks_fail_keeps_its_result_and_says_why():
     assert record["error"] == "the fused and torch steps disagree" and "measured" in record["log_tail"]
 
 
-def test_the_full_plan_fits_eight_minutes_and_an_oversized_one_is_refused():
+def test_the_full_plan_fits_six_minutes_and_an_oversized_one_is_refused():
     plan = CheckPlan()
     assert plan.step_shape == (1, 256, 262_144) and plan.steps_per_canvas == 12 and plan.kernel_tests is None
-    assert sum(plan.limits_s.values()) + gpu_check.START_OVERHEAD_S <= gpu_check.TOTAL_BUDGET_S == 480
+    assert sum(plan.limits_s.values()) + gpu_check.START_OVERHEAD_S <= gpu_check.TOTAL_BUDGET_S == 360
     with pytest.raises(ValueError, match="budget"):
-        CheckPlan(limits_s={"kernel_tests": 300, "sampling_step": 90, "sampler": 210})
+        CheckPlan(limits_s={"kernel_tests": 150, "sampling_step": 50, "sampler": 90, "compiled": 100})
     with pytest.raises(ValueError, match="steps_per_canvas must be >= 2, got 1"):
         CheckPlan(steps_per_canvas=1)
 
@@ -152,3 +168,29 @@ def test_designed_logits_accept_exactly_the_designed_positions_at_the_release_vo
     assert torch.equal(step.accepted, expected) and expected.sum() == one_hot.sum() + 1
     assert torch.equal(step.sampled[one_hot], step.argmax[one_hot])  # one-hot: the sample is the argmax
     assert (step.entropy[one_hot] == 0).all() and (step.entropy[~expected] > 4).all()
+
+
+def test_smoke_compiled_part_times_diffusion_and_ar_on_a_static_cache(smoke_report, positive_finite):
+    result = smoke_report[1]["parts"]["compiled"]["result"]
+    plan = CheckPlan.for_smoke()
+    assert "diffusion" not in result and "ar" not in result  # the eager runs are the sampler part's
+    run, ar = result["compiled"]["diffusion"][0], result["compiled"]["ar"]
+    assert run["fast_paths"] == ar["fast_paths"] == "static cache, compiled (eager)"
+    assert run["steps"] == plan.steps_per_canvas * plan.canvases and run["tokens"] > 0
+    assert all(positive_finite(x) for x in (run["tps"], run["ms_per_step"], run["warm_up_s"], ar["tps"]))
+    assert result["summary"]["ar_fast_paths"] == ar["fast_paths"]
+
+
+def test_a_part_this_python_cannot_import_is_named_in_one_line(monkeypatch):
+    import importlib.util
+
+    from dg.bench import stack
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pytest" else real(name, *a))
+    line = stack.missing_needs("kernel_tests")
+    assert line.startswith("needs pytest,") and "gpu-wheels.sh" in line and "\n" not in line
+    assert stack.missing_needs("sampler") is None
+    monkeypatch.setattr(stack.metadata, "version", lambda name: "5.17.0")
+    assert "transformers >= 5.23 (this one is 5.17.0)" in stack.missing_needs("compiled")
+    assert set(stack.PART_NEEDS) == set(gpu_check.PART_LIMITS_S)  # every part says what it imports
