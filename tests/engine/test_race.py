@@ -16,8 +16,7 @@ from dg.trace import Trace
 from dg.engine import race
 from dg.loading import load_ar_model
 from dg.view import tables
-
-PROMPT = "What is 12 + 30?"
+from tests.engine.conftest import PROMPT
 
 
 def finish(contest):

@@ -9,15 +9,8 @@ import torch
 from dg.ar import generate_ar
 from dg.engine.runner import MODES, InProcess, stream_mode
 from dg.noise import denoise_once
-from dg.prompts import build_inputs
 from dg.sampler import generate_diffusion
-
-PROMPT = "What is 12 + 30?"
-
-
-@pytest.fixture(scope="module")
-def inputs(loaded):
-    return build_inputs(loaded.processor, PROMPT)
+from tests.engine.conftest import PROMPT
 
 
 def test_a_diffusion_run_streams_the_records_of_the_sampler_after_the_same_seed(loaded, config, inputs):

@@ -8,18 +8,11 @@ import time
 import pytest
 import torch
 
-from dg.prompts import build_inputs
 from dg.sampler import generate_diffusion
 from dg.trace import RunEnd, RunStart, TokenRecord
 from dg.engine import runs as live
 from dg.engine.turns import Turns
-
-PROMPT = "What is 12 + 30?"
-
-
-@pytest.fixture(scope="module")
-def inputs(loaded):
-    return build_inputs(loaded.processor, PROMPT)
+from tests.engine.conftest import PROMPT
 
 
 def test_a_live_run_records_the_same_tokens_and_steps_as_a_headless_run_with_the_same_seed(loaded, config, inputs):

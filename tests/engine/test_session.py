@@ -3,8 +3,7 @@
 from dg.prompts import build_inputs
 from dg.engine import session
 from dg.engine.runs import diffusion_run
-
-PROMPT = "What is 12 + 30?"
+from tests.engine.conftest import PROMPT
 
 
 def test_run_history_keeps_the_newest_runs_and_finds_them_by_label(loaded, config):

@@ -8,17 +8,9 @@ import time
 import pytest
 import torch
 
-from dg.prompts import build_inputs
 from dg.sampler import generate_diffusion, stream_diffusion
 from dg.engine import runs as live
 from dg.engine.turns import Budget, Ticket, Turns
-
-PROMPT = "What is 12 + 30?"
-
-
-@pytest.fixture(scope="module")
-def inputs(loaded):
-    return build_inputs(loaded.processor, PROMPT)
 
 
 @pytest.fixture(scope="module")

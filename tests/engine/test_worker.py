@@ -19,7 +19,6 @@ from gradio_client import Client
 from dg.ar import generate_ar
 from dg.loading import share_cpu
 from dg.noise import denoise_once
-from dg.prompts import build_inputs
 from dg.sampler import generate_diffusion
 from dg.trace import Trace
 from dg.engine import runs as live
@@ -27,8 +26,7 @@ from dg.ui.app import serve
 from dg.engine.runner import stream_mode
 from dg.engine.worker import AHEAD, WorkerProcess, _Run, start_worker
 from dg.engine.turns import Budget, Ticket, Turns
-
-PROMPT = "What is 12 + 30?"
+from tests.engine.conftest import PROMPT
 
 
 @pytest.fixture(scope="module")
@@ -36,11 +34,6 @@ def hosted(checkpoint_dir):
     hosted = start_worker(checkpoint_dir)
     yield hosted
     hosted.close()
-
-
-@pytest.fixture(scope="module")
-def inputs(loaded):
-    return build_inputs(loaded.processor, PROMPT)
 
 
 @pytest.fixture
