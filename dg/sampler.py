@@ -23,17 +23,19 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
+from dataclasses import replace
 
 import torch
 
 from dg.config import SamplerConfig
+from dg.kernels.reference import StepSample, entropy_bound_mask
 from dg.kernels.sampling import sample_step
 from dg.passes import (after_prefill, decode, decoder_mask, encode, eos_pad, eos_token_ids, new_cache, pad_token_id,
                        positions, split_inputs, to_host, top_k)
 from dg.trace import CanvasRecord, RunEnd, RunStart, StepRecord, Trace
 
 
-def _step_record(k, n, temperature, noisy, s, bound, stable, confident, reason, clock) -> StepRecord:
+def _step_record(k, n, temperature, noisy, s, bound, stable, confident, reason, clock, pinned=None) -> StepRecord:
     """The step's record; its time is taken once the record is built (a top-k over the vocabulary is
     part of making it), so a viewer can show the step from then on.
 
@@ -52,7 +54,8 @@ def _step_record(k, n, temperature, noisy, s, bound, stable, confident, reason, 
     return StepRecord(
         canvas=k, step=n, temperature=float(host[-1].item() if on_device else temperature), accepted_entropy=lhs,
         entropy_bound=float(bound), mean_entropy=float(entropy.mean()), stable=bool(stable), confident=bool(confident),
-        stop_reason=reason, t=time.perf_counter() - clock, **arrays)
+        stop_reason=reason, t=time.perf_counter() - clock,
+        pinned=None if pinned is None else pinned[0].cpu().numpy().astype(bool), **arrays)
 
 
 class _Stopper:
@@ -72,24 +75,42 @@ class _Stopper:
         return stable, confident
 
 
+def pin_step(s: StepSample, pinned: torch.Tensor, canvas: torch.Tensor, entropy_bound: float) -> StepSample:
+    """The step `s` with the `pinned` positions held: they keep `canvas`'s tokens in the draft and the
+    next canvas, are never renoised, and take no part in the entropy sort or bound, which picks among the
+    free positions only (at least one of them is accepted while any is free)."""
+    free_entropy = s.entropy.masked_fill(pinned, math.inf)  # sorted after every free position
+    accepted = entropy_bound_mask(free_entropy, entropy_bound) & ~pinned
+    noise = torch.randint(0, s.scaled_logits.shape[-1], canvas.shape, device=canvas.device)
+    next_canvas = torch.where(pinned, canvas, torch.where(accepted, s.sampled, noise))
+    return replace(s, argmax=torch.where(pinned, canvas, s.argmax), sampled=torch.where(pinned, canvas, s.sampled),
+                   accepted=accepted, next_canvas=next_canvas)
+
+
 def _denoise(model, config: SamplerConfig, canvas, mask, cache, decoder_positions, extra: dict, k: int,
-             clock: float, cancel: threading.Event | None):
+             clock: float, cancel: threading.Event | None, pinned: torch.Tensor | None = None):
     """The denoising steps of canvas k: yield a StepRecord per step; return (argmax canvas, stop reason,
     decoder passes run). The reason is "stable_confident", "step_cap", or "cancelled" when `cancel` was
-    set between two steps."""
+    set between two steps. `pinned` (1, C) positions keep `canvas`'s tokens throughout (`pin_step`); the
+    mean entropy that stops a canvas is then taken over the free positions."""
     embed_dtype = model.model.decoder.embed_tokens.weight.dtype
     stopper = _Stopper(config)
     sc_logits, argmax, n = None, canvas, 0
+    if pinned is not None and bool(pinned.all()):
+        return canvas, "stable_confident", 0  # nothing left to denoise
     for n, steps_remaining in enumerate(range(config.max_denoising_steps, 0, -1), start=1):
         if cancel is not None and cancel.is_set():
             return argmax, "cancelled", n - 1
         logits = decode(model, canvas, sc_logits, mask, cache, decoder_positions, extra)
         temperature = config.temperature(torch.tensor(steps_remaining, dtype=torch.int32, device=canvas.device))
         s = sample_step(logits, temperature, canvas, config.entropy_bound, backend=config.backend)
-        stable, confident = stopper(s.argmax, s.entropy)
+        if pinned is not None:
+            s = pin_step(s, pinned, canvas, config.entropy_bound)
+        stable, confident = stopper(s.argmax, s.entropy if pinned is None else s.entropy[~pinned][None])
         done = stable and confident
         step_reason = "stable_confident" if done else ("step_cap" if steps_remaining == 1 else None)
-        yield _step_record(k, n, temperature, canvas, s, config.entropy_bound, stable, confident, step_reason, clock)
+        yield _step_record(k, n, temperature, canvas, s, config.entropy_bound, stable, confident, step_reason, clock,
+                           pinned)
         sc_logits = s.scaled_logits.to(embed_dtype)
         argmax, canvas = s.argmax, s.next_canvas
         if done:
@@ -99,12 +120,15 @@ def _denoise(model, config: SamplerConfig, canvas, mask, cache, decoder_position
 
 @torch.no_grad()
 def stream_diffusion(model, inputs: dict, config: SamplerConfig | None = None, *,
-                     init_canvas: torch.Tensor | None = None,
+                     init_canvas: torch.Tensor | None = None, pinned: torch.Tensor | None = None,
                      cancel: threading.Event | None = None) -> Iterator:
     """Yield RunStart, a StepRecord per step, a CanvasRecord per canvas, then RunEnd.
 
-    `init_canvas` (1, C) seeds the first canvas (warm start / edit in place). Setting `cancel` stops
-    the run between two steps; closing the generator does the same.
+    `init_canvas` (1, n·C) seeds the first n canvases in turn (warm start / edit in place; transformers'
+    `generate(decoder_input_ids=…)` seeds only the first, so n = 1 is its equal). `pinned`, a bool tensor
+    of the same shape, holds those positions at `init_canvas`'s tokens at every step: never renoised,
+    outside the entropy sort and bound (infill; `dg.drafts` builds both from text). Setting `cancel`
+    stops the run between two steps; closing the generator does the same.
     """
     config = config or SamplerConfig.from_generation_config(model.generation_config)
     input_ids, extra = split_inputs(inputs)
@@ -112,8 +136,7 @@ def stream_diffusion(model, inputs: dict, config: SamplerConfig | None = None, *
     canvas_length = model.config.canvas_length
     vocab_size = model.config.text_config.vocab_size
     eos_ids, pad = eos_token_ids(model), pad_token_id(model)
-    if init_canvas is not None and tuple(init_canvas.shape) != (1, canvas_length):
-        raise ValueError(f"init_canvas must be (1, {canvas_length}), got {tuple(init_canvas.shape)}")
+    seeds = _seed_canvases(init_canvas, pinned, canvas_length)
 
     clock = time.perf_counter()
     yield RunStart("diffusion", input_ids.shape[1], canvas_length, vocab_size, config.max_new_tokens,
@@ -132,12 +155,14 @@ def stream_diffusion(model, inputs: dict, config: SamplerConfig | None = None, *
         extra = after_prefill(extra)
         decoder_positions = positions(cur_len, canvas_length, device)
         canvas = torch.randint(0, vocab_size, (1, canvas_length), device=device)
-        if k == 0 and init_canvas is not None:
+        held = None
+        if k < len(seeds):
             # generate() draws the random canvas even when a seed canvas replaces it; so do we (same RNG)
-            canvas = init_canvas.to(device)
+            seed, held = seeds[k]
+            canvas, held = seed.to(device), None if held is None else held.to(device)
         mask = decoder_mask(model, canvas, cache, attention_mask)
         argmax, reason, n = yield from _denoise(model, config, canvas, mask, cache, decoder_positions, extra, k,
-                                                clock, cancel)
+                                                clock, cancel, held)
         n_decoder += n
         if reason == "cancelled":
             yield RunEnd("cancelled", n_encoder, n_decoder, time.perf_counter() - clock)
@@ -156,6 +181,22 @@ def stream_diffusion(model, inputs: dict, config: SamplerConfig | None = None, *
         attention_mask = torch.nn.functional.pad(attention_mask, (0, canvas_length), value=True)
         encoder_positions = decoder_positions
     yield RunEnd(finish, n_encoder, n_decoder, time.perf_counter() - clock)
+
+
+def _seed_canvases(init_canvas, pinned, canvas_length: int) -> list:
+    """[(seed canvas (1, C), its pinned mask (1, C) or None)] per seeded canvas, checked."""
+    if init_canvas is None:
+        if pinned is not None:
+            raise ValueError("pinned positions need init_canvas: the tokens they hold")
+        return []
+    if init_canvas.ndim != 2 or init_canvas.shape[0] != 1 or init_canvas.shape[1] % canvas_length:
+        raise ValueError(f"init_canvas must be (1, n * {canvas_length}), got {tuple(init_canvas.shape)}")
+    if pinned is not None and (pinned.shape != init_canvas.shape or pinned.dtype != torch.bool):
+        raise ValueError(f"pinned must be a bool tensor of init_canvas's shape {tuple(init_canvas.shape)}, "
+                         f"got {pinned.dtype} {tuple(pinned.shape)}")
+    canvases = init_canvas.split(canvas_length, dim=1)
+    masks = pinned.split(canvas_length, dim=1) if pinned is not None else [None] * len(canvases)
+    return list(zip(canvases, masks))
 
 
 def generate_diffusion(model, inputs: dict, config: SamplerConfig | None = None, **kwargs) -> Trace:

@@ -24,7 +24,7 @@ import numpy as np
 
 @dataclass
 class RunStart:
-    mode: str  # "diffusion" | "ar"
+    mode: str  # "diffusion" | "ar" | "hybrid"
     prompt_length: int
     canvas_length: int
     vocab_size: int
@@ -61,6 +61,7 @@ class StepRecord:
     topk_ids: np.ndarray  # (C, k) most likely tokens at this step
     topk_probs: np.ndarray  # (C, k) their probabilities under softmax(logits / τ)
     t: float  # seconds since the run started, when the step finished
+    pinned: np.ndarray | None = None  # bool: held at the given draft's token (infill), never renoised
     kind: str = "step"
 
     @property
@@ -92,6 +93,23 @@ class TokenRecord:
 
 
 @dataclass
+class RoundRecord:
+    """One verify round of hybrid decoding (dg.hybrid): the draft, how much of it AR kept, AR's token."""
+
+    round: int  # 1-based over the run
+    canvas: int
+    held: int  # canvas positions already verified (pinned in the draft)
+    draft: np.ndarray  # the drafter's argmax canvas that was verified
+    accepted: int  # draft tokens after `held` equal to greedy AR's
+    bonus: int | None  # AR's own token after them (None when EOS or the budget ended the run first)
+    topk_ids: np.ndarray  # (k,) AR's most likely tokens at the first disagreement
+    topk_probs: np.ndarray  # (k,)
+    t_start: float
+    t: float
+    kind: str = "round"
+
+
+@dataclass
 class RunEnd:
     finish_reason: str  # one of FINISH_REASONS
     encoder_forwards: int
@@ -107,9 +125,10 @@ FINISH_REASONS = ("eos", "max_new_tokens", "pad_canvas", "cancelled", "error")
 STOP_LABELS = {"stable_confident": "stable + confident", "step_cap": "step cap", "eos": "EOS",
                "pad_canvas": "all-pad canvas: the run ends"}
 
-RECORD_TYPES = {cls.kind: cls for cls in (RunStart, StepRecord, CanvasRecord, TokenRecord, RunEnd)}
+RECORD_TYPES = {cls.kind: cls for cls in (RunStart, StepRecord, CanvasRecord, TokenRecord, RoundRecord, RunEnd)}
 _ARRAY_DTYPES = {"noisy": np.int64, "argmax": np.int64, "sampled": np.int64, "accepted": bool,
-                 "entropy": np.float32, "committed": np.int64, "topk_ids": np.int64, "topk_probs": np.float32}
+                 "entropy": np.float32, "committed": np.int64, "pinned": bool, "topk_ids": np.int64, "topk_probs": np.float32,
+                 "draft": np.int64}
 
 
 def record_to_dict(record) -> dict:
@@ -122,7 +141,8 @@ def record_to_dict(record) -> dict:
 
 def record_from_dict(data: dict):
     cls = RECORD_TYPES[data["kind"]]
-    values = {k: np.asarray(v, dtype=_ARRAY_DTYPES[k]) if k in _ARRAY_DTYPES else v for k, v in data.items()}
+    values = {k: np.asarray(v, dtype=_ARRAY_DTYPES[k]) if k in _ARRAY_DTYPES and v is not None else v
+              for k, v in data.items()}
     return cls(**values)
 
 
@@ -133,7 +153,8 @@ class Trace:
     start: RunStart | None = None
     steps: list = field(default_factory=list)  # StepRecord
     canvases: list = field(default_factory=list)  # CanvasRecord
-    tokens: list = field(default_factory=list)  # TokenRecord (AR mode)
+    tokens: list = field(default_factory=list)  # TokenRecord (AR mode; hybrid's verified tokens)
+    rounds: list = field(default_factory=list)  # RoundRecord (hybrid mode)
     end: RunEnd | None = None
 
     def add(self, record):
@@ -146,6 +167,8 @@ class Trace:
             self.canvases.append(record)
         elif kind == "token":
             self.tokens.append(record)
+        elif kind == "round":
+            self.rounds.append(record)
         elif kind == "end":
             self.end = record
         else:
@@ -163,7 +186,7 @@ class Trace:
     @property
     def token_ids(self) -> list[int]:
         """Generated ids: committed canvases with trailing pad removed (diffusion) or AR tokens."""
-        if self.mode == "ar":
+        if self.mode in ("ar", "hybrid"):
             return [r.token_id for r in self.tokens]
         ids = [int(i) for c in self.canvases for i in c.committed]
         pad = self.start.pad_token_id if self.start else None
@@ -178,7 +201,7 @@ class Trace:
         return compute_metrics(self)
 
     def to_dict(self) -> dict:
-        records = [self.start, *self.steps, *self.canvases, *self.tokens, self.end]
+        records = [self.start, *self.steps, *self.canvases, *self.tokens, *self.rounds, self.end]
         return {"records": [record_to_dict(r) for r in records if r is not None], "metrics": self.metrics()}
 
     def to_json(self, **kwargs) -> str:
@@ -208,6 +231,8 @@ def compute_metrics(trace: Trace) -> dict:
         return _rates(tokens=n, nfe=nfe, tpf=n / nfe if nfe else 0.0, tpf_transformers=n / nfe if nfe else 0.0,
                       effective_steps=1.0 if n else 0.0, total_steps=len(trace.tokens), canvases=0, wall=wall,
                       ttft=ttft, parallel=None)
+    if trace.mode == "hybrid":
+        return _hybrid_metrics(trace, wall)
     total_steps = len(trace.steps)
     k = len(trace.canvases)
     tokens = sum(c.tokens for c in trace.canvases)
@@ -227,6 +252,23 @@ def compute_metrics(trace: Trace) -> dict:
         ttft=ttft,
         parallel=canvas_length * total_steps / wall if wall > 0 else 0.0,
     )
+
+
+def _hybrid_metrics(trace: Trace, wall: float) -> dict:
+    """Hybrid counts every forward it ran: TPF = tokens / (decoder steps + encoder passes), which is NFE;
+    rounds and the mean draft tokens AR accepted per round come beside it."""
+    pad = trace.start.pad_token_id if trace.start else None
+    output = [r for r in trace.tokens if r.token_id != pad]
+    n, total_steps = len(output), len(trace.steps)
+    nfe = (trace.end.encoder_forwards + trace.end.decoder_forwards) if trace.end else total_steps + len(trace.rounds) + 1
+    rounds = len(trace.rounds)
+    metrics = _rates(tokens=n, nfe=nfe, tpf=n / nfe if nfe else 0.0, tpf_transformers=n / total_steps if total_steps else 0.0,
+                     effective_steps=total_steps / n if n else 0.0, total_steps=total_steps,
+                     canvases=len({r.canvas for r in trace.rounds}), wall=wall, ttft=output[0].t if output else None,
+                     parallel=None)
+    metrics.update(rounds=rounds, accepted_per_round=sum(r.accepted for r in trace.rounds) / rounds if rounds else 0.0,
+                   tokens_per_round=n / rounds if rounds else 0.0)
+    return metrics
 
 
 def _rates(*, tokens, nfe, tpf, tpf_transformers, effective_steps, total_steps, canvases, wall, ttft, parallel):
