@@ -93,7 +93,14 @@ def _compiled(model, part: str, backend: str):
     if (part, backend) not in store:
         fn = model.model.encoder if part == "encoder" else model.forward
         mode = "reduce-overhead" if backend == "inductor" else None
-        store[part, backend] = torch.compile(fn, backend=backend, mode=mode, fullgraph=True)
+        compiled = torch.compile(fn, backend=backend, mode=mode, fullgraph=True)
+
+        def run(*args, **kwargs):
+            # a CUDA graph's outputs are overwritten by its next replay: each pass starts a new step, as generate() does
+            torch.compiler.cudagraph_mark_step_begin()
+            return compiled(*args, **kwargs)
+
+        store[part, backend] = run
     return store[part, backend]
 
 
@@ -114,7 +121,7 @@ def encode(model, token_ids, cache, position_ids, attention_mask, extra: dict, *
     """Causal encoder pass over uncached tokens; appends their keys/values to `cache`.
 
     Compiled (`compiled`, else the model's `use_fast_paths`) only after the prefill, whose length varies."""
-    encoder = model.model.encoder
+    encoder = run = model.model.encoder
     if hasattr(cache, "dg_capacity"):
         if cache.dg_written + token_ids.shape[1] > cache.dg_capacity:
             raise ValueError(f"the static KV cache holds {cache.dg_capacity} tokens; this pass would make it "
@@ -123,7 +130,7 @@ def encode(model, token_ids, cache, position_ids, attention_mask, extra: dict, *
         cache.dg_written += token_ids.shape[1]
         backend = _compile_backend(model, cache, compiled)
         if not prefill and backend:
-            encoder = _compiled(model, "encoder", backend)
+            run = _compiled(model, "encoder", backend)
     masks = encoder.create_masks_for_generate(
         config=model.config,
         inputs_embeds=torch.empty((1, token_ids.shape[1], 0), dtype=model.dtype, device=token_ids.device),
@@ -132,8 +139,8 @@ def encode(model, token_ids, cache, position_ids, attention_mask, extra: dict, *
         position_ids=position_ids,
         mm_token_type_ids=extra.get("mm_token_type_ids"),
     )
-    return encoder(input_ids=token_ids.contiguous(), attention_mask=masks, past_key_values=cache,
-                   position_ids=position_ids, **extra)
+    return run(input_ids=token_ids.contiguous(), attention_mask=masks, past_key_values=cache,
+               position_ids=position_ids, **extra)
 
 
 def decoder_mask(model, canvas: torch.Tensor, cache, attention_mask: torch.Tensor):
