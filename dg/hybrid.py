@@ -72,8 +72,9 @@ def stream_hybrid(model, inputs: dict, config: SamplerConfig | None = None, *, d
     clock = time.perf_counter()
     yield RunStart("hybrid", base, length, vocab, config.max_new_tokens, {**config.to_dict(), "draft_steps": draft_steps},
                    eos_ids, pad)
-    cache = new_cache(model)
+    cache = _rollback_cache(model)
     hidden = encode(model, input_ids, cache, positions(0, base, device), _ones(base, device), extra)
+    _crop_to(cache, base)
     extra = after_prefill(extra)
     verified = _Verified(eos_ids, config.max_new_tokens, clock, device)
     next_logits = next_token_logits(model, hidden.last_hidden_state[:, -1])[0]  # (V,) AR's first token
@@ -91,11 +92,20 @@ def stream_hybrid(model, inputs: dict, config: SamplerConfig | None = None, *, d
     yield RunEnd(finish, counts["encoder"], counts["decoder"], time.perf_counter() - clock)
 
 
+def _rollback_cache(model):
+    """A KV cache whose sliding-window layers keep the keys a rejected draft pushes out of the window, so
+    cropping the draft off brings them back (transformers' `activate_past_recording`)."""
+    cache = new_cache(model)
+    for layer in cache.layers:
+        if hasattr(layer, "activate_past_recording"):
+            layer.activate_past_recording()
+    return cache
+
+
 def _crop_to(cache, n: int) -> None:
-    """Keep the cache's first n positions (DynamicCache.crop takes the count to drop, negative)."""
-    drop = cache.get_seq_length() - n
-    if drop > 0:
-        cache.crop(-drop)
+    """Keep the cache's first n positions; DynamicCache.crop takes the count to drop, negated, and crop(0)
+    trims the sliding-window layers back to their window after a pass."""
+    cache.crop(-(cache.get_seq_length() - n))
 
 
 def _ones(n: int, device) -> torch.Tensor:
@@ -161,8 +171,7 @@ def _verify_round(model, draft, held, start, verified, cache, extra, counts, k, 
         counts["encoder"] += 1
         logits = next_token_logits(model, hidden.last_hidden_state[:, -1])[0]
         yield verified.add(int(logits.argmax()), logits)
-    elif first_mismatch < length - 1:
-        _crop_to(cache, start)
+    _crop_to(cache, start + length if first_mismatch >= length - 1 else start)
 
 
 def generate_hybrid(model, inputs: dict, config: SamplerConfig | None = None, **kwargs) -> Trace:
