@@ -50,17 +50,17 @@ def use_fast_paths(model, cache: str = "dynamic", max_length: int | None = None,
     """How every later run on `model` passes through it, in transformers' own switches (as
     `generate(cache_implementation="static")` sets them).
 
-    `cache="static"`: each run preallocates one KV cache of `max_length` tokens (prompt + budget), so every
-    pass after the prefill has the same shapes; `compile=True` (static only) then runs the encoder passes after
-    the prefill and the decoder pass through `torch.compile(mode="reduce-overhead")`, CUDA graphs on a GPU: an AR
-    token or a decoder step becomes a few graph launches instead of thousands of small kernels. A string names
-    another torch.compile backend: "eager" captures the same whole graphs without generating code (seconds, for
-    checks on a CPU).
+    `cache="static"`: each run preallocates one KV cache of `max_length` tokens (the prompt + the token budget,
+    a diffusion run's in whole canvases), so every pass after the prefill has the same shapes; `compile=True`
+    (static only) then runs the encoder passes after the prefill and the decoder pass through
+    `torch.compile(mode="reduce-overhead")`, CUDA graphs on a GPU: an AR token or a decoder step becomes a few
+    graph launches instead of thousands of small kernels. A string names another torch.compile backend:
+    "eager" captures the same whole graphs without generating code (seconds, for checks on a CPU).
     """
     if cache not in CACHE_IMPLEMENTATIONS:
         raise ValueError(f"cache must be one of {CACHE_IMPLEMENTATIONS}, got {cache!r}")
     if cache == "static" and not (isinstance(max_length, int) and max_length > 0):
-        raise ValueError(f"a static cache needs max_length > 0 (prompt + max_new_tokens), got {max_length}")
+        raise ValueError(f"a static cache needs max_length > 0 (prompt + token budget), got {max_length}")
     if compile and cache != "static":
         raise ValueError("compile=True needs cache='static': a growing cache changes shapes every pass")
     model.generation_config.cache_implementation = "static" if cache == "static" else None
