@@ -87,3 +87,11 @@ def test_the_compiled_ar_step_gives_the_tokens_of_the_eager_one(embedded):
     compiled = generate_ar(embedded.model, inputs, max_new_tokens=12, cache="static", compile=True)
     again = generate_ar(embedded.model, inputs, max_new_tokens=12, cache="static", compile=True)
     assert compiled.token_ids == again.token_ids == eager.token_ids
+
+
+def test_the_whole_graph_of_the_ar_step_is_captured_and_gives_the_same_tokens(embedded):
+    # torch.compile's "eager" backend captures the same full graph (fullgraph=True) without generating code
+    inputs = build_inputs(embedded.processor, "What is 12 + 30?")
+    eager = generate_ar(embedded.model, inputs, max_new_tokens=8)
+    captured = generate_ar(embedded.model, inputs, max_new_tokens=8, cache="static", compile="eager")
+    assert captured.token_ids == eager.token_ids
