@@ -26,7 +26,8 @@ def add_generate_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--image", action="append", default=[], help="image file (repeatable)")
     parser.add_argument("--system", default=None, help="optional system prompt")
     parser.add_argument("--thinking", action="store_true", help="enable thinking mode (<|think|>)")
-    parser.add_argument("--mode", choices=("diffusion", "ar"), default="diffusion")
+    parser.add_argument("--mode", choices=("diffusion", "ar", "hybrid"), default="diffusion",
+                        help="hybrid: diffusion drafts, AR verifies (greedy AR's tokens)")
     parser.add_argument("--seed", type=int, default=None, help="torch.manual_seed right before generation")
     parser.add_argument("--device", default=None, help="cpu / cuda (default: cuda when available)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the live view")
@@ -59,6 +60,7 @@ def run_generate(args) -> Trace:
     from dg.ar import stream_ar
     from dg.loading import check_inputs, load, share_cpu
     from dg.prompts import build_inputs
+    from dg.hybrid import stream_hybrid
     from dg.sampler import stream_diffusion
 
     overrides = {k.name: getattr(args, k.name) for k in KNOBS}
@@ -78,6 +80,8 @@ def run_generate(args) -> Trace:
     if args.mode == "ar":
         stream = stream_ar(loaded.model, inputs, config.max_new_tokens, loaded.eos_token_ids,
                            greedy=not args.sample, temperature=args.ar_temperature, pad_token_id=loaded.pad_token_id)
+    elif args.mode == "hybrid":
+        stream = stream_hybrid(loaded.model, inputs, config)
     else:
         stream = stream_diffusion(loaded.model, inputs, config)
     view = None if args.json else LiveView(loaded.tokenizer)
@@ -116,6 +120,7 @@ def result_json(trace: Trace, tokenizer) -> dict:
         "metrics": metrics,
         "canvases": [record_to_dict(c) for c in trace.canvases],
         "steps": [record_to_dict(s) for s in trace.steps] or [record_to_dict(t) for t in trace.tokens],
+        "rounds": [record_to_dict(r) for r in trace.rounds],
     }
 
 
@@ -146,6 +151,10 @@ class LiveView:
             text = self.tokenizer.decode(record.committed.tolist(), skip_special_tokens=True)
             self._line(f"canvas {record.canvas + 1} committed after {record.steps} steps "
                        f"({STOP_LABELS[record.stop_reason]}{', EOS' if record.eos else ''}) │ {text}", True)
+        elif record.kind == "round":
+            self._line(f"round {record.round}: AR accepted {record.accepted} draft tokens"
+                       f"{'' if record.bonus is None else ' + its own'} │ "
+                       f"{self.tokenizer.decode(trace.token_ids, skip_special_tokens=True)}", final=False)
         elif record.kind == "token" and self.tty:
             self._line(self.tokenizer.decode(trace.token_ids, skip_special_tokens=True), final=False)
         elif record.kind == "end":

@@ -112,3 +112,18 @@ def test_hybrid_traces_round_trip_through_json(embedded):
     again = Trace.from_json(trace.to_json())
     assert again.token_ids == trace.token_ids and len(again.rounds) == len(trace.rounds)
     assert again.metrics()["rounds"] == trace.metrics()["rounds"] >= 1
+
+
+def test_the_cli_s_hybrid_mode_prints_ar_s_tokens_and_its_rounds(capsys):
+    import json
+
+    from dg.cli import main
+
+    def run(mode):
+        assert main(["generate", "--mode", mode, "--prompt", "Compute 2487 + 3356.", "--thinking", "--json",
+                     "--seed", "0"]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    hybrid, ar = run("hybrid"), run("ar")
+    assert hybrid["token_ids"] == ar["token_ids"] and hybrid["answer"] == "5843"
+    assert len(hybrid["rounds"]) == hybrid["metrics"]["rounds"] >= 1 and ar["rounds"] == []

@@ -17,23 +17,27 @@ from typing import Protocol
 
 from dg.ar import stream_ar
 from dg.config import SamplerConfig
+from dg.hybrid import stream_hybrid
 from dg.loading import Loaded
 from dg.noise import denoise_once
 from dg.sampler import stream_diffusion
 
-MODES = ("diffusion", "ar")  # what `stream_mode` runs
+MODES = ("diffusion", "ar", "hybrid")  # what `stream_mode` runs
 
 
 def stream_mode(loaded: Loaded, mode: str, inputs: dict, settings: SamplerConfig,
                 cancel: threading.Event) -> Iterator:
     """The records of one run of `mode` on `loaded`'s own model, `inputs` on its device: RunStart, the mode's
     records, RunEnd ("cancelled" between two steps once `cancel` is set). "diffusion": dg.sampler with
-    `settings`; "ar": greedy dg.ar on the same weights, up to `settings.max_new_tokens`."""
+    `settings`; "ar": greedy dg.ar on the same weights, up to `settings.max_new_tokens`; "hybrid": dg.hybrid,
+    the sampler with `settings` drafting and AR verifying (greedy AR's tokens)."""
     if mode == "diffusion":
         return stream_diffusion(loaded.model, inputs, settings, cancel=cancel)
     if mode == "ar":
         return stream_ar(loaded.model, inputs, settings.max_new_tokens, loaded.eos_token_ids,
                          pad_token_id=loaded.pad_token_id, cancel=cancel)
+    if mode == "hybrid":
+        return stream_hybrid(loaded.model, inputs, settings, cancel=cancel)
     raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
 
 

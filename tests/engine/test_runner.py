@@ -30,6 +30,13 @@ def test_an_ar_run_decodes_greedily_up_to_the_settings_token_budget(loaded, conf
     assert tokens == [r.token_id for r in solo.tokens] and len(tokens) <= 12
 
 
+def test_a_hybrid_run_streams_greedy_ar_s_tokens_with_its_rounds(loaded, config, inputs):
+    solo = generate_ar(loaded.model, inputs, config.max_new_tokens, loaded.eos_token_ids, pad_token_id=loaded.pad_token_id)
+    records = list(loaded.stream("hybrid", inputs, config, 3, threading.Event()))
+    assert [r.token_id for r in records if r.kind == "token"] == solo.token_ids
+    assert any(r.kind == "round" for r in records) and records[-1].kind == "end"
+
+
 def test_a_set_cancel_event_ends_the_run_cancelled_before_its_first_step(loaded, config, inputs):
     cancel = threading.Event()
     cancel.set()
@@ -39,7 +46,7 @@ def test_a_set_cancel_event_ends_the_run_cancelled_before_its_first_step(loaded,
 
 
 def test_an_unknown_mode_is_one_line_that_names_the_modes(loaded, config, inputs):
-    with pytest.raises(ValueError, match=r"^mode must be one of diffusion, ar, got 'beam'$"):
+    with pytest.raises(ValueError, match=r"^mode must be one of diffusion, ar, hybrid, got 'beam'$"):
         stream_mode(loaded, "beam", inputs, config, threading.Event())
 
 
