@@ -44,18 +44,19 @@ def _step_record(k, n, temperature, noisy, s, bound, stable, confident, reason, 
     row = lambda t: None if t is None else t[0]  # noqa: E731
     probs, ids = top_k(s.scaled_logits[0], probs=row(s.probs), log_normalizer=row(s.log_normalizer))  # (C, k)
     on_device = isinstance(temperature, torch.Tensor)
+    extras = [*([pinned[0].bool()] if pinned is not None else []), *([temperature] if on_device else [])]
     host = to_host(noisy[0], s.argmax[0], s.sampled[0], s.accepted[0], s.entropy[0].float(), ids, probs.float(),
-                   *([temperature] if on_device else []))
+                   *extras)
     names = ("noisy", "argmax", "sampled", "accepted", "entropy", "topk_ids", "topk_probs")
     arrays = dict(zip(names, host))
+    arrays["pinned"] = host[len(names)] if pinned is not None else None
     entropy = torch.from_numpy(arrays["entropy"])
     acc_entropy = entropy[torch.from_numpy(arrays["accepted"])]
     lhs = float(acc_entropy.sum() - acc_entropy.max()) if acc_entropy.numel() else 0.0
     return StepRecord(
         canvas=k, step=n, temperature=float(host[-1].item() if on_device else temperature), accepted_entropy=lhs,
         entropy_bound=float(bound), mean_entropy=float(entropy.mean()), stable=bool(stable), confident=bool(confident),
-        stop_reason=reason, t=time.perf_counter() - clock,
-        pinned=None if pinned is None else pinned[0].cpu().numpy().astype(bool), **arrays)
+        stop_reason=reason, t=time.perf_counter() - clock, **arrays)
 
 
 class _Stopper:
