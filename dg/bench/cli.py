@@ -20,6 +20,9 @@ from dg.bench.step import bench_sampling_step, format_step
 def final_json(result: dict) -> dict:
     """The one-line summary: the three headline figures first, then the rest."""
     out = dict(result.get("models", {}).get("summary", {}))
+    if "three_term" in result.get("models", {}):
+        out["three_term_accuracy"] = result["models"]["three_term"]["accuracy"]
+        out["three_term_hybrid_vs_ar_speedup"] = result["models"]["three_term"]["hybrid_vs_ar_speedup"]
     if "step" in result:
         out["sampling_step"] = {k: v for k, v in result["step"].items() if k != "shape"}
     if "device_check" in result:
@@ -36,6 +39,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--max-new-tokens", type=int, default=None, help="default: two canvases")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--three-term", type=int, default=10,
+                        help="sums of three numbers with the trace: accuracy of each mode on N problems (0: skip)")
     parser.add_argument("--skip-step", action="store_true", help="skip the sampling-step benchmark")
     parser.add_argument("--device-check", action="store_true",
                         help="full-size random DiffusionGemma 26B-A4B on CUDA instead of the tiny model")

@@ -75,6 +75,22 @@ def run_ar(model, inputs, n_tokens: int) -> dict:
     return {**trace.metrics(), "wall_s": wall}
 
 
+def run_hybrid(model, inputs, config: SamplerConfig, seed: int) -> dict:
+    from dg.hybrid import generate_hybrid
+
+    torch.manual_seed(seed)
+    trace, wall = timed(lambda: generate_hybrid(model, inputs, config), model.device)
+    return {**trace.metrics(), "wall_s": wall, "ids": trace.token_ids}
+
+
+def greedy_ids(model, inputs, config: SamplerConfig) -> list[int]:
+    """Greedy AR's reply up to its EOS: what hybrid must give token for token."""
+    from dg.ar import generate_ar
+    from dg.passes import eos_token_ids
+
+    return generate_ar(model, inputs, config.max_new_tokens, eos_token_ids(model)).token_ids
+
+
 def bench_models(loaded, prompts: list[dict], repeats: int = 3, max_new_tokens: int | None = None,
                  seed: int = 0, backend: str = "torch") -> dict:
     """Interleave generate(), dg diffusion and dg AR on every prompt, `repeats` times, after a warm-up.
@@ -93,6 +109,8 @@ def bench_models(loaded, prompts: list[dict], repeats: int = 3, max_new_tokens: 
     warm = run_dg(model, inputs[0], config, seed)  # warm-up: allocator, kernels, caches
     run_reference(model, inputs[0], config, seed)
     run_ar(model, inputs[0], warm["tokens"])
+    run_hybrid(model, inputs[0], config, seed)
+    greedy = [greedy_ids(model, prompt_inputs, config) for prompt_inputs in inputs]
 
     runs = []  # runs[r][p] = {"reference": ..., "dg": ..., "ar": ...}
     for r in range(repeats):
@@ -103,7 +121,10 @@ def bench_models(loaded, prompts: list[dict], repeats: int = 3, max_new_tokens: 
                 ref, dg = run_reference(model, prompt_inputs, config, s), run_dg(model, prompt_inputs, config, s)
             else:
                 dg, ref = run_dg(model, prompt_inputs, config, s), run_reference(model, prompt_inputs, config, s)
-            row.append({"reference": ref, "dg": dg, "ar": run_ar(model, prompt_inputs, dg["tokens"])})
+            hybrid = run_hybrid(model, prompt_inputs, config, s)
+            row.append({"reference": ref, "dg": dg, "ar": run_ar(model, prompt_inputs, dg["tokens"]), "hybrid": hybrid,
+                        "ar_hybrid": run_ar(model, prompt_inputs, hybrid["tokens"]),
+                        "hybrid_equals_ar": hybrid["ids"] == greedy[p]})
         runs.append(row)
     return summarise(runs, prompts, config)
 
@@ -139,6 +160,14 @@ def summarise(runs: list, prompts: list[dict], config: SamplerConfig) -> dict:
         "speedup_by_skill": {prompt["skill"]: _per_repeat(runs, lambda row, p=p: row[p]["ar"]["wall_s"] / row[p]["dg"]["wall_s"]
                                                           if row[p]["dg"]["wall_s"] > 0 else 0.0)
                              for p, prompt in enumerate(prompts)},
+        "hybrid_vs_ar_speedup": _per_repeat(runs, lambda row: tok_s(row, "hybrid") / tok_s(row, "ar_hybrid")),
+        "hybrid_vs_diffusion_speed": _per_repeat(runs, lambda row: tok_s(row, "hybrid") / tok_s(row, "dg")),
+        "hybrid_tokens_per_round": _total(first, "hybrid", "tokens") / max(_total(first, "hybrid", "rounds"), 1),
+        "hybrid_equals_ar": sum(run["hybrid_equals_ar"] for row in runs for run in row) / sum(len(row) for row in runs),
+        "hybrid_speedup_by_skill": {
+            prompt["skill"]: _per_repeat(runs, lambda row, p=p: row[p]["ar_hybrid"]["wall_s"] / row[p]["hybrid"]["wall_s"]
+                                         if row[p]["hybrid"]["wall_s"] > 0 else 0.0)
+            for p, prompt in enumerate(prompts)},
         "dg_matches_generate": all(run["dg"]["ids"] == run["reference"]["ids"] for row in runs for run in row),
         "repeats": len(runs),
         "prompts": len(prompts),
@@ -152,13 +181,14 @@ def _rows(runs: list, prompts: list[dict]) -> list[dict]:
     """One row per (prompt, mode): medians over repeats of wall time and throughput, plus counts."""
     rows = []
     for p, prompt in enumerate(prompts):
-        for mode in ("dg", "reference", "ar"):
+        for mode in ("dg", "reference", "ar", "hybrid"):
             results = [row[p][mode] for row in runs]
             wall = statistics.median(r["wall_s"] for r in results)
             last = results[0]
             ttft = [r["ttft_s"] for r in results if r.get("ttft_s") is not None]
             rows.append({
-                "skill": prompt["skill"], "mode": {"dg": "dg diffusion", "reference": "generate()", "ar": "dg AR"}[mode],
+                "skill": prompt["skill"], "mode": {"dg": "dg diffusion", "reference": "generate()", "ar": "dg AR",
+                                              "hybrid": "dg hybrid"}[mode],
                 "wall_s": wall, "tokens": last["tokens"], "effective_tok_s": last["tokens"] / wall if wall else 0.0,
                 "tpf": last.get("tpf"), "nfe": last.get("nfe"), "ttft_s": statistics.median(ttft) if ttft else None,
                 "effective_steps": last.get("effective_steps"),
@@ -183,4 +213,36 @@ def run_model_bench(args) -> dict:
           f"diffusion vs AR speedup {s['diffusion_vs_ar_speedup']:.3f} = TPF {s['tpf']:.3f} / "
           f"(step {s['decoder_step_ms']:.2f} ms / AR token {s['ar_token_ms']:.2f} ms "
           f"= {s['decoder_step_vs_ar_token_cost']:.3f})")
+    print(f"hybrid vs AR speedup {s['hybrid_vs_ar_speedup']:.3f}, vs diffusion {s['hybrid_vs_diffusion_speed']:.3f}; "
+          f"{s['hybrid_tokens_per_round']:.1f} tokens per round; equal to greedy AR on {s['hybrid_equals_ar']:.0%}")
+    if args.three_term:
+        models["three_term"] = three_term(loaded, args.three_term, args.seed)
+        t = models["three_term"]
+        print(f"sums of three numbers with the trace ({t['n']}): right diffusion {t['accuracy']['diffusion']:.0%}, "
+              f"AR {t['accuracy']['ar']:.0%}, hybrid {t['accuracy']['hybrid']:.0%}; hybrid vs AR speedup "
+              f"{t['hybrid_vs_ar_speedup']:.2f}")
     return models
+
+
+def three_term(loaded, n: int, seed: int = 0) -> dict:
+    """Accuracy of diffusion, AR and hybrid on n held-out sums of three numbers with the trace (thinking on),
+    and hybrid's speed over AR's on them (total time, the same tokens)."""
+    from dg.prompts import build_inputs, decode_reply
+    from dg.tiny import skills
+
+    model, config = loaded.model, loaded.sampler_config
+    right = {"diffusion": [], "ar": [], "hybrid": []}
+    wall = {"ar": 0.0, "hybrid": 0.0}
+    for i, example in enumerate(skills.sample_examples(seed + 1000, n, ("arithmetic",), add_terms=(3,))):
+        inputs = build_inputs(loaded.processor, example.prompt, thinking=True, device=model.device)
+        ar_ids, ar_wall = timed(lambda: greedy_ids(model, inputs, config), model.device)
+        hybrid = run_hybrid(model, inputs, config, seed + i)
+        diffusion = run_dg(model, inputs, config, seed + i)
+        wall["ar"] += ar_wall
+        wall["hybrid"] += hybrid["wall_s"]
+        for mode, ids in (("diffusion", diffusion["ids"]), ("ar", ar_ids), ("hybrid", hybrid["ids"])):
+            pad = pad_token_id(model)
+            reply = decode_reply(loaded.tokenizer, [t for t in ids if t != pad]).answer
+            right[mode].append(skills.score(example, reply))
+    return {"n": n, "accuracy": {mode: sum(r) / n for mode, r in right.items()},
+            "hybrid_vs_ar_speedup": wall["ar"] / wall["hybrid"] if wall["hybrid"] > 0 else 0.0}

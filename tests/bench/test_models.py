@@ -20,7 +20,11 @@ def test_model_bench_reports_positive_finite_ratios_and_dg_equals_generate(check
     for key in (*HEADLINE, "decoder_step_vs_ar_token_cost", "decoder_step_ms", "ar_token_ms"):
         assert positive_finite(summary[key]), (key, summary[key])
     assert summary["dg_matches_generate"] is True  # same seed, torch backend: token for token
-    assert {row["mode"] for row in result["rows"]} == {"dg diffusion", "generate()", "dg AR"}
+    assert {row["mode"] for row in result["rows"]} == {"dg diffusion", "generate()", "dg AR", "dg hybrid"}
+    assert summary["hybrid_equals_ar"] == 1.0  # hybrid's tokens are greedy AR's, up to its EOS
+    for key in ("hybrid_vs_ar_speedup", "hybrid_vs_diffusion_speed", "hybrid_tokens_per_round"):
+        assert positive_finite(summary[key]), (key, summary[key])
+    assert set(summary["hybrid_speedup_by_skill"]) == {"json"}
     for row in result["rows"]:
         assert positive_finite(row["wall_s"]) and positive_finite(row["effective_tok_s"])
     # speedup ≈ TPF / (step cost / AR token cost) holds exactly with one repeat
@@ -36,3 +40,13 @@ def test_the_bench_prompts_are_the_skills_where_diffusion_should_win():
     prompts = bench_prompts()
     assert [p["skill"] for p in prompts] == ["json", "story", "sudoku", "arithmetic"]
     assert [p["thinking"] for p in prompts] == [False, False, False, True]  # the trace is what arithmetic shows
+
+
+def test_three_term_sums_give_each_mode_s_accuracy_and_hybrid_s_speed_over_ar(one_thread, positive_finite):
+    from dg.bench.models import three_term
+
+    result = three_term(load(), 2)
+    assert result["n"] == 2 and set(result["accuracy"]) == {"diffusion", "ar", "hybrid"}
+    assert result["accuracy"]["hybrid"] == result["accuracy"]["ar"]  # the same tokens, so the same answers
+    assert all(0.0 <= a <= 1.0 for a in result["accuracy"].values())
+    assert positive_finite(result["hybrid_vs_ar_speedup"])
