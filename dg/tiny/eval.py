@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import torch
 
 from dg.ar import generate_ar
+from dg.hybrid import generate_hybrid
 from dg.loading import check_vocab, load
 from dg.prompts import build_inputs, decode_reply
 from dg.sampler import generate_diffusion
@@ -46,6 +47,7 @@ class EvalConfig:
     add_terms: tuple[int, ...] = skills.ADD_TERMS  # counts of terms the additions draw (rows: these and HARD_TERMS)
     skills: tuple[str, ...] = skills.SKILLS
     ar: bool = True
+    hybrid: bool = True  # hybrid decoding beside AR: its accuracy, and whether its tokens are AR's (needs ar)
     threads: int = 2
 
     def __post_init__(self):
@@ -69,12 +71,14 @@ class Outcome:
     tpf: float = 0.0
     effective_steps: float = 0.0
     nfe: int = 0
+    ids: tuple = ()  # the reply's token ids (AR and hybrid: compared token for token)
 
 
 @dataclass
 class Tally:
     diffusion: list[Outcome] = field(default_factory=list)
     ar: list[Outcome] = field(default_factory=list)
+    hybrid: list[Outcome] = field(default_factory=list)
 
 
 def run_diffusion(loaded, example, thinking: bool, seed: int, config=None) -> Outcome:
@@ -91,7 +95,18 @@ def run_ar(loaded, example, thinking: bool) -> Outcome:
     inputs = build_inputs(loaded.processor, example.prompt, images=example.image, thinking=thinking)
     trace = generate_ar(loaded.model, inputs, loaded.sampler_config.max_new_tokens, loaded.eos_token_ids)
     answer = decode_reply(loaded.tokenizer, trace.token_ids).answer
-    return Outcome(example.skill, skills.score(example, answer), answer, nfe=trace.metrics()["nfe"])
+    return Outcome(example.skill, skills.score(example, answer), answer, nfe=trace.metrics()["nfe"],
+                   ids=tuple(trace.token_ids))
+
+
+def run_hybrid(loaded, example, thinking: bool, seed: int) -> Outcome:
+    inputs = build_inputs(loaded.processor, example.prompt, images=example.image, thinking=thinking)
+    torch.manual_seed(seed)
+    trace = generate_hybrid(loaded.model, inputs, loaded.sampler_config)
+    answer = decode_reply(loaded.tokenizer, trace.token_ids).answer
+    m = trace.metrics()
+    return Outcome(example.skill, skills.score(example, answer), answer, m["tpf"], nfe=m["nfe"],
+                   ids=tuple(trace.token_ids))
 
 
 def mean(values) -> float:
@@ -113,6 +128,9 @@ def summarise(tallies: dict[str, Tally], thinking: dict[bool, list[bool]],
             "effective_steps": mean(o.effective_steps for o in t.diffusion),
             "nfe": mean(o.nfe for o in t.diffusion),
             "ar_nfe": mean(o.nfe for o in t.ar) if t.ar else None,
+            "hybrid_acc": mean(o.correct for o in t.hybrid) if t.hybrid else None,
+            "hybrid_nfe": mean(o.nfe for o in t.hybrid) if t.hybrid else None,
+            "hybrid_equals_ar": mean(h.ids == a.ids for h, a in zip(t.hybrid, t.ar)) if t.hybrid else None,
         }
     result = {
         "skills": per_skill,
@@ -180,6 +198,8 @@ def evaluate(cfg: EvalConfig, loaded=None, progress=None) -> dict:
         tallies[ex.skill].diffusion.append(d)
         if cfg.ar:
             tallies[ex.skill].ar.append(run_ar(loaded, ex, mode))
+            if cfg.hybrid:
+                tallies[ex.skill].hybrid.append(run_hybrid(loaded, ex, mode, seed))
         if ex.skill == THINKING_SKILL:  # the same problem, answered directly
             thinking[True].append(d.correct)
             thinking[False].append(run_diffusion(loaded, ex, False, seed).correct)
@@ -207,13 +227,13 @@ def evaluate(cfg: EvalConfig, loaded=None, progress=None) -> dict:
 
 def table(result: dict) -> str:
     """A Markdown table of the summary (the model card's eval table)."""
-    rows = ["| skill | n | diffusion acc | AR acc | TPF | effective steps | NFE (diffusion) | NFE (AR) |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["| skill | n | diffusion acc | AR acc | hybrid acc | hybrid = AR | TPF | effective steps | "
+            "NFE (diffusion) | NFE (AR) | NFE (hybrid) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, s in result["skills"].items():
-        ar = "–" if s["ar_acc"] is None else f"{s['ar_acc']:.0%}"
-        ar_nfe = "–" if s["ar_nfe"] is None else f"{s['ar_nfe']:.1f}"
-        rows.append(f"| {name} | {s['n']} | {s['diffusion_acc']:.0%} | {ar} | {s['tpf']:.2f} | "
-                    f"{s['effective_steps']:.1f} | {s['nfe']:.1f} | {ar_nfe} |")
+        cell = lambda key, fmt: "–" if s.get(key) is None else format(s[key], fmt)  # noqa: E731
+        rows.append(f"| {name} | {s['n']} | {s['diffusion_acc']:.0%} | {cell('ar_acc', '.0%')} | "
+                    f"{cell('hybrid_acc', '.0%')} | {cell('hybrid_equals_ar', '.0%')} | {s['tpf']:.2f} | "
+                    f"{s['effective_steps']:.1f} | {s['nfe']:.1f} | {cell('ar_nfe', '.1f')} | {cell('hybrid_nfe', '.1f')} |")
     t = result["arithmetic_thinking"]
     rows.append(f"\nArithmetic (measured with thinking on), the same {t['n']} problems answered directly: "
                 f"thinking on {t['on']:.0%}, off {t['off']:.0%}. "
@@ -239,7 +259,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--n", type=int, default=defaults.n)
     parser.add_argument("--skill", action="append", choices=skills.SKILLS, help="repeatable; default all")
-    parser.add_argument("--no-ar", action="store_true", help="skip the AR-mode pass")
+    parser.add_argument("--no-ar", action="store_true", help="skip the AR-mode pass (and hybrid's)")
+    parser.add_argument("--no-hybrid", action="store_true", help="skip hybrid decoding")
     parser.add_argument("--threads", type=int, default=defaults.threads)
     parser.add_argument("--add-terms", type=skills.parse_add_terms, default=defaults.add_terms,
                         help="counts of terms the additions draw, e.g. 2,3 (default: the model's skill, "
@@ -247,7 +268,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     cfg = EvalConfig(model=args.model, seed=args.seed, n=args.n, skills=tuple(args.skill or skills.SKILLS),
-                     ar=not args.no_ar, threads=args.threads, add_terms=args.add_terms)
+                     ar=not args.no_ar, hybrid=not args.no_hybrid, threads=args.threads, add_terms=args.add_terms)
 
     def show(i, ex, outcome):
         if not args.json and not outcome.correct:

@@ -70,6 +70,8 @@ def test_eval_reports_every_skill_in_both_modes(loaded):
         assert stats["n"] == 1
         assert 0 <= stats["diffusion_acc"] <= 1 and 0 <= stats["ar_acc"] <= 1
         assert stats["tpf"] > 0 and 1 <= stats["effective_steps"] <= 48
+        assert stats["hybrid_equals_ar"] == 1.0 and stats["hybrid_acc"] == stats["ar_acc"]
+        assert 0 < stats["hybrid_nfe"] <= stats["ar_nfe"]
     assert set(result["arithmetic_thinking"]) >= {"on", "off"}
     # one row per count of terms (the skill's two, and three: where direct answers fail) and digits,
     # each sum answered with thinking on and off
