@@ -154,8 +154,8 @@ class Trace:
     steps: list = field(default_factory=list)  # StepRecord
     canvases: list = field(default_factory=list)  # CanvasRecord
     tokens: list = field(default_factory=list)  # TokenRecord (AR mode; hybrid's verified tokens)
-    rounds: list = field(default_factory=list)  # RoundRecord (hybrid mode)
     end: RunEnd | None = None
+    rounds: list = field(default_factory=list)  # RoundRecord (hybrid mode)
 
     def add(self, record):
         kind = record.kind
