@@ -27,7 +27,7 @@ RECORD_BYTES = 200  # a record's own overhead besides its arrays (measured: ~150
 
 def nbytes(trace) -> int:
     """The memory a trace's records hold: their arrays plus a per-record overhead."""
-    records = (*trace.steps, *trace.canvases, *trace.tokens)
+    records = (*trace.steps, *trace.canvases, *trace.tokens, *trace.rounds)
     arrays = sum(v.nbytes for r in records for v in vars(r).values() if isinstance(v, np.ndarray))
     return arrays + RECORD_BYTES * len(records)
 

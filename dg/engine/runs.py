@@ -28,6 +28,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent import futures
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import fields
 
 from dg.config import SamplerConfig, check_seed
 from dg.loading import check_inputs, share_cpu
@@ -95,7 +96,7 @@ class LiveRun:
         except Exception as err:  # the UI shows it; the partial trace stays
             self.error = f"{type(err).__name__}: {err}"
             if self.trace.start is not None and self.trace.end is None:
-                ends = (*self.trace.steps, *self.trace.canvases, *self.trace.tokens)
+                ends = (*self.trace.steps, *self.trace.canvases, *self.trace.tokens, *self.trace.rounds)
                 self._emit(RunEnd("error", 0, 0, max((r.t for r in ends), default=0.0)))
         finally:
             self.turns.leave(self.ticket)
@@ -119,10 +120,10 @@ class LiveRun:
         return self._future is not None and not futures.wait([self._future], timeout).not_done
 
     def snapshot(self) -> Trace:
-        """A consistent copy of the trace so far (records are never mutated, so a shallow copy is enough)."""
+        """A consistent copy of the trace so far (records are never mutated, so a copy of each list is enough)."""
         with self._lock:
             t = self.trace
-            return Trace(t.start, list(t.steps), list(t.canvases), list(t.tokens), t.end)
+            return Trace(**{f.name: list(v) if isinstance(v := getattr(t, f.name), list) else v for f in fields(Trace)})
 
     def frames(self, fps: float = DEFAULT_FPS) -> Iterator[Trace]:
         """Snapshots as records arrive, at most `fps` a second; the last one is the finished trace."""

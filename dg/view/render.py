@@ -110,7 +110,7 @@ def trace_until(trace, step_index: int | None) -> Trace:
         return trace
     rec = trace.steps[i]
     committed = [c for c in trace.canvases if c.canvas < rec.canvas or (c.canvas == rec.canvas and rec.stop_reason)]
-    return Trace(trace.start, trace.steps[:i + 1], committed, [], None)
+    return Trace(start=trace.start, steps=trace.steps[:i + 1], canvases=committed)
 
 
 def _cell(pos, piece, state, channel, tip, inspected: bool = False) -> str:

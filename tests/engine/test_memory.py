@@ -10,7 +10,8 @@ from dg.engine.session import History
 
 
 def copy_of(trace: Trace) -> Trace:
-    return Trace(trace.start, list(trace.steps), list(trace.canvases), list(trace.tokens), trace.end)
+    return Trace(start=trace.start, steps=list(trace.steps), canvases=list(trace.canvases), tokens=list(trace.tokens),
+                 end=trace.end)
 
 
 def test_a_trace_s_bytes_grow_with_its_steps(diffusion_trace):
