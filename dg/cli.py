@@ -31,6 +31,9 @@ def add_generate_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=None, help="torch.manual_seed right before generation")
     parser.add_argument("--device", default=None, help="cpu / cuda (default: cuda when available)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the live view")
+    parser.add_argument("--draft", default=None,
+                        help="reply text to start from (warm start); with blanks {{n}} (n free tokens) or a final "
+                             "{{...}} (the rest) its text is pinned and only the blanks are denoised (infill)")
     parser.add_argument("--sample", action="store_true", help="AR mode: sample instead of greedy")
     parser.add_argument("--ar-temperature", type=float, default=1.0, help="AR mode sampling temperature")
     for knob in KNOBS:
@@ -66,6 +69,8 @@ def run_generate(args) -> Trace:
     overrides = {k.name: getattr(args, k.name) for k in KNOBS}
     overrides["backend"] = args.backend
     seed = None if args.seed is None else check_seed(args.seed)
+    if args.draft is not None and args.mode != "diffusion":
+        raise ValueError(f"--draft seeds the diffusion canvas; it does not apply to --mode {args.mode}")
     if args.mode == "ar" and args.sample and not (math.isfinite(args.ar_temperature) and args.ar_temperature > 0):
         raise ValueError(f"--ar-temperature must be a finite number > 0, got {args.ar_temperature}")
     loaded = load(args.model, device=args.device)
@@ -83,7 +88,10 @@ def run_generate(args) -> Trace:
     elif args.mode == "hybrid":
         stream = stream_hybrid(loaded.model, inputs, config)
     else:
-        stream = stream_diffusion(loaded.model, inputs, config)
+        draft = cli_draft(args.draft, loaded, config)
+        stream = stream_diffusion(loaded.model, inputs, config, init_canvas=draft.init_canvas.to(loaded.device),
+                                  pinned=None if draft.pinned is None else draft.pinned.to(loaded.device)) \
+            if draft else stream_diffusion(loaded.model, inputs, config)
     view = None if args.json else LiveView(loaded.tokenizer)
     trace = Trace()
     for record in stream:
@@ -93,6 +101,18 @@ def run_generate(args) -> Trace:
     if args.json:
         print(json.dumps(result_json(trace, loaded.tokenizer)))
     return trace
+
+
+def cli_draft(text, loaded, config):
+    """The --draft canvases (after the seed, so a seeded run draws its blanks the same way), or None."""
+    if text is None:
+        return None
+    from dg.drafts import build_draft
+
+    model = loaded.model
+    return build_draft(loaded.tokenizer, text, canvas_length=model.config.canvas_length,
+                       max_new_tokens=config.max_new_tokens, vocab_size=model.config.text_config.vocab_size,
+                       eos_token_id=loaded.eos_token_ids[0], pad_token_id=loaded.pad_token_id)
 
 
 def check_backend(backend: str, device) -> None:
@@ -121,6 +141,8 @@ def result_json(trace: Trace, tokenizer) -> dict:
         "canvases": [record_to_dict(c) for c in trace.canvases],
         "steps": [record_to_dict(s) for s in trace.steps] or [record_to_dict(t) for t in trace.tokens],
         "rounds": [record_to_dict(r) for r in trace.rounds],
+        "pinned": sorted({s.canvas * trace.start.canvas_length + int(i) for s in trace.steps if s.pinned is not None
+                          for i in s.pinned.nonzero()[0]}),
     }
 
 
