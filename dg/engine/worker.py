@@ -38,7 +38,7 @@ import pickle
 import signal
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, fields
 
 import torch
@@ -93,6 +93,7 @@ class _Run:
 
     def __init__(self, records, cancel: threading.Event, seed: int | None):
         self.records, self.cancel, self.rng = records, cancel, Ticket(seed, cancel)
+        self.kinds = Counter()  # records delivered, by kind
         # each made record as (record or None at the end,) or (None, the exception it raised)
         self.ahead: deque[tuple] = deque()
         self.delivered, self.clock, self.finished = 0, time.perf_counter(), False
@@ -129,18 +130,21 @@ class _Run:
             if len(made) == 2:
                 raise made[1]
             record = made[0]
-            if cancelled and record is not None and record.kind in ("step", "token"):
+            if cancelled and record is not None and record.kind in ("step", "token", "round"):
                 self.ahead.clear()
                 record = self._ended_before(record)
         if record is None or record.kind == "end":
             self.finished = True
-        elif record.kind in ("step", "token"):
-            self.delivered += 1
+        elif record.kind in ("step", "token", "round"):
+            self.delivered += record.kind != "round"
+            self.kinds[record.kind] += 1
         return record
 
     def _ended_before(self, dropped) -> RunEnd:
         """The "cancelled" end the run's generator gives when its stop is seen before `dropped`."""
         self.records.close()
+        if self.kinds["round"] or dropped.kind == "round":  # hybrid: the prefill, then a verify pass per round
+            return RunEnd("cancelled", 1 + self.kinds["round"], self.kinds["step"], time.perf_counter() - self.clock)
         if dropped.kind == "step":  # the encoder ran once per canvas begun; the decoder once per step
             return RunEnd("cancelled", dropped.canvas + 1, self.delivered, time.perf_counter() - self.clock)
         return RunEnd("cancelled", self.delivered, 0, time.perf_counter() - self.clock)  # AR: a forward per token

@@ -186,6 +186,17 @@ def test_ar_through_the_worker_makes_the_tokens_of_headless_ar(hosted, loaded, i
     assert run.trace.end.encoder_forwards == solo.end.encoder_forwards
 
 
+def test_hybrid_through_the_worker_makes_greedy_ar_s_tokens_with_its_rounds(hosted, loaded, inputs, config):
+    solo = generate_ar(loaded.model, inputs, config.max_new_tokens, loaded.eos_token_ids,
+                       pad_token_id=loaded.pad_token_id)
+    run = live.mode_run(hosted, "hybrid", inputs, config, 3, label="hybrid").start()
+    assert run.wait(120) and run.error is None
+    assert run.trace.token_ids == solo.token_ids and run.trace.rounds
+    # the prefill and a verify pass per round (and one more where AR's token closes a canvas); a step per draft
+    assert run.trace.end.encoder_forwards >= 1 + len(run.trace.rounds)
+    assert run.trace.end.decoder_forwards == len(run.trace.steps)
+
+
 def test_learn_s_prediction_through_the_worker_equals_the_in_process_one(hosted, loaded):
     canvas, threads = [5, 9, 200, 3, 77], torch.get_num_threads()
     share_cpu(loaded.device)  # the app's thread count, in-process as in the worker: the same float sums
