@@ -6,14 +6,19 @@ import os
 
 import pytest
 import torch
-from PIL import Image, ImageDraw
 
-from dg.ar import generate_ar
-from dg.config import SamplerConfig
-from dg.prompts import build_inputs
-from dg.sampler import generate_diffusion
-from dg.testing import tiny_model_for
-from dg.tiny.tokenizer import small_processor
+if not torch.cuda.is_available():
+    # before anything imports triton (Gemma4Processor does): its kernels then run in the interpreter on CPU
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from PIL import Image, ImageDraw  # noqa: E402
+
+from dg.ar import generate_ar  # noqa: E402
+from dg.config import SamplerConfig  # noqa: E402
+from dg.prompts import build_inputs  # noqa: E402
+from dg.sampler import generate_diffusion  # noqa: E402
+from dg.testing import tiny_model_for  # noqa: E402
+from dg.tiny.tokenizer import small_processor  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))  # CI: both cores; beside a training run: one
