@@ -119,7 +119,7 @@ class RunEnd:
 
 
 # Why a canvas stopped (StepRecord / CanvasRecord.stop_reason) or a run ended (RunEnd.finish_reason):
-# "error" is a live run whose thread raised (dg.ui.runs); its partial trace is kept. "pad_canvas": a
+# "error" is a live run whose thread raised (dg.engine.runs); its partial trace is kept. "pad_canvas": a
 # committed canvas held only pad, which ends a run in dg (not in generate(); see dg.sampler).
 FINISH_REASONS = ("eos", "max_new_tokens", "pad_canvas", "cancelled", "error")
 STOP_LABELS = {"stable_confident": "stable + confident", "step_cap": "step cap", "eos": "EOS",
