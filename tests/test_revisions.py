@@ -102,8 +102,9 @@ def test_the_search_stops_at_the_first_run_with_a_revision_and_makes_no_run_afte
     assert first_with_revision(iter([("a", clean)] * 3), limit=2) is None
 
 
-def test_the_embedded_model_revises_an_accepted_token_within_a_bounded_search_of_its_examples():
-    """The shipped examples and a few seeds hold a real self-correction (the Learn tab's search)."""
+def embedded_revised_run():
+    """(the embedded model, the first revision the Learn tab's bounded search finds: the shipped examples
+    without an image at seeds 0-2), shared with the view's tests."""
     import torch
 
     from dg.loading import load
@@ -121,7 +122,12 @@ def test_the_embedded_model_revises_an_accepted_token_within_a_bounded_search_of
                 inputs = build_inputs(loaded.processor, row.prompt, thinking=row.thinking)
                 yield row.prompt, generate_diffusion(loaded.model, inputs, loaded.sampler_config)
 
-    found = first_with_revision(runs(), limit=3 * len(rows))
+    return loaded, first_with_revision(runs(), limit=3 * len(rows))
+
+
+def test_the_embedded_model_revises_an_accepted_token_within_a_bounded_search_of_its_examples():
+    """The shipped examples and a few seeds hold a real self-correction (the Learn tab's search)."""
+    _, found = embedded_revised_run()
     assert found is not None
     _, trace, revisions, _ = found
     check_points_at_the_records(trace, revisions)
