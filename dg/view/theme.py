@@ -34,6 +34,14 @@ TOKEN_STATES = (  # legend order
                "accepted at an earlier step of this canvas, renoised again this step"),
     TokenState("noise", "#94a3b8", "renoised, argmax same", "renoised; argmax unchanged since the previous step"),
     TokenState("pad", "#475569", "after EOS", "after the first EOS: becomes pad when the canvas is committed"),
+    # hybrid decoding (dg.hybrid): a verify round's verdict on the draft
+    TokenState("verified", "#3b82f6", "hybrid: verified earlier",
+               "hybrid: greedy AR's token, verified in an earlier round; pinned in the draft, never renoised"),
+    TokenState("agreed", "#14b8a6", "hybrid: draft = AR", "hybrid: the draft's token equals greedy AR's: kept"),
+    TokenState("bonus", "#f97316", "hybrid: AR's own token",
+               "hybrid: AR's token at the first disagreement with the draft: every round gains it"),
+    TokenState("rejected", "#e11d48", "hybrid: rejected draft",
+               "hybrid: draft after the first disagreement: dropped, drafted again next round"),
 )
 STATES = tuple(s.name for s in TOKEN_STATES)
 STATE_COLORS = {s.name: s.color for s in TOKEN_STATES}
@@ -41,7 +49,8 @@ STATE_HELP = {s.name: s.help for s in TOKEN_STATES}
 STATE_SHORT = {s.name: s.short for s in TOKEN_STATES}
 THOUGHT_COLOR = "#a855f7"  # tokens inside the thought channel
 THOUGHT_MARK = "dashed border, italic"  # how every view marks a thought token (page, GIF, replay)
-AR_COLOR = "#f97316"  # the AR side of a race
+AR_COLOR = STATE_COLORS["bonus"]  # the AR lane of a race: AR's own tokens
+HYBRID_COLOR = STATE_COLORS["agreed"]  # the hybrid lane of a race: drafts AR kept
 INK = "#94a3b8"  # text and axes of figures: readable on light and dark backgrounds
 # plotly layout of every figure: transparent, so a figure takes the page's background (light or dark)
 PLOT_LAYOUT = dict(paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)", font=dict(color=INK),
