@@ -16,6 +16,7 @@ from dg.passes import after_eos
 from dg.prompts import THOUGHT_CLOSE, THOUGHT_OPEN, decode_reply
 from dg.trace import STOP_LABELS
 from dg.trace import Trace
+from dg.view import hybrid
 from dg.view.theme import STATE_COLORS, STATE_HELP, STATE_SHORT, STATES, THOUGHT_MARK, esc, fill, meter, piece_html, \
     plural, token_piece
 
@@ -65,7 +66,9 @@ def position_states(trace, step_index) -> list[str]:
     padded = after_eos(torch.as_tensor(rec.argmax), eos_ids).numpy()
     states = []
     for pos in range(len(rec.argmax)):
-        if padded[pos]:
+        if rec.pinned is not None and rec.pinned[pos]:
+            states.append("pinned")
+        elif padded[pos]:
             states.append("pad")
         elif rec.accepted[pos]:
             states.append("accepted")
@@ -75,7 +78,7 @@ def position_states(trace, step_index) -> list[str]:
             states.append("changed")
         else:
             states.append("noise")
-    return states
+    return hybrid.round_states(trace, i, states) if trace.mode == "hybrid" else states
 
 
 def canvas_cells(trace, tokenizer, step_index: int | None = None, show: str = "argmax") -> list[dict]:
@@ -94,8 +97,8 @@ def canvas_cells(trace, tokenizer, step_index: int | None = None, show: str = "a
     if i is None:
         return []
     rec = trace.steps[i]
-    ids = getattr(rec, show)
-    prefix = [int(t) for c in trace.canvases if c.canvas < rec.canvas for t in c.committed]
+    ids = hybrid.shown_ids(trace, i, rec.argmax) if trace.mode == "hybrid" and show == "argmax" else getattr(rec, show)
+    prefix = [int(t) for _, row in _done_rows(trace, rec.canvas) for t in row]
     chans = channels(tokenizer, prefix + [int(t) for t in rec.argmax])[len(prefix):]
     return [dict(pos=pos, id=int(ids[pos]), piece=token_piece(tokenizer, ids[pos]), state=state,
                  entropy=float(rec.entropy[pos]), channel=chans[pos])
@@ -108,6 +111,8 @@ def trace_until(trace, step_index: int | None) -> Trace:
     i = _resolve_step(trace, step_index)
     if i is None or i == len(trace.steps) - 1:
         return trace
+    if trace.mode == "hybrid":
+        return hybrid.trace_until(trace, i)
     rec = trace.steps[i]
     committed = [c for c in trace.canvases if c.canvas < rec.canvas or (c.canvas == rec.canvas and rec.stop_reason)]
     return Trace(start=trace.start, steps=trace.steps[:i + 1], canvases=committed)
@@ -121,21 +126,31 @@ def _cell(pos, piece, state, channel, tip, inspected: bool = False) -> str:
 GRID_OPEN = '<div class="dg-grid">'  # cells as wide as their token, wrapping like text: whole tokens at any length
 
 
+def _done_rows(trace, before: int) -> list[tuple[int, list[int]]]:
+    """(canvas, token ids) of the canvases before `before`: committed ones, or a hybrid run's verified tokens."""
+    if trace.mode == "hybrid":
+        return hybrid.verified_rows(trace, before)
+    return [(c.canvas, [int(t) for t in c.committed]) for c in trace.canvases if c.canvas < before]
+
+
 def _committed_rows(trace, tokenizer, before: int) -> str:
     rows = []
-    done = [c for c in trace.canvases if c.canvas < before]
-    ids = [int(t) for c in done for t in c.committed]
-    chans, offset = channels(tokenizer, ids), 0
+    done = _done_rows(trace, before)
+    chans, offset = channels(tokenizer, [t for _, row in done for t in row]), 0
     pad = trace.start.pad_token_id if trace.start else None
-    for c in done:
+    color = STATE_COLORS["verified" if trace.mode == "hybrid" else "committed"]
+    records = {c.canvas: c for c in trace.canvases}
+    for k, row in done:
         spans = []
-        for j, token_id in enumerate(int(t) for t in c.committed):
+        for j, token_id in enumerate(row):
             if token_id != pad:
                 thought = " dg-thought" if chans[offset + j] == "thought" else ""
-                spans.append(f'<span class="dg-tok{thought}" style="border-color:{STATE_COLORS["committed"]}">'
+                spans.append(f'<span class="dg-tok{thought}" style="border-color:{color}">'
                              f"{piece_html(token_piece(tokenizer, token_id))}</span>")
-        offset += len(c.committed)
-        label = f"canvas {c.canvas + 1} · {plural(c.steps, 'step')} · {STOP_LABELS.get(c.stop_reason, c.stop_reason)}"
+        offset += len(row)
+        c = records.get(k)
+        label = (f"canvas {k + 1} · {plural(c.steps, 'step')} · {STOP_LABELS.get(c.stop_reason, c.stop_reason)}"
+                 if c is not None else f"canvas {k + 1} · verified by AR")
         rows.append(f'<div class="dg-crow"><span class="dg-clabel">{esc(label)}</span>{"".join(spans)}</div>')
     return f'<div class="dg-committed-rows">{"".join(rows)}</div>' if rows else ""
 
@@ -170,8 +185,9 @@ def canvas_parts(trace, tokenizer, step_index: int | None = None, *, show="argma
         return [head, '<div class="dg-muted">waiting for first step…</div>', GRID_OPEN, *wait, "</div></div>"]
     i = _resolve_step(trace, step_index)
     rec = trace.steps[i]
+    verify = hybrid.round_label(trace, i) if trace.mode == "hybrid" else ""
     label = (f'<div class="dg-clabel">canvas {rec.canvas + 1} · step {rec.step} · showing {show} · '
-             f'run step {i + 1} of {len(trace.steps)}</div>')
+             f'run step {i + 1} of {len(trace.steps)}{esc(verify)}</div>')
     return [head + _committed_rows(trace, tokenizer, rec.canvas), label, GRID_OPEN,
             *_cells(cells, inspect=inspect), "</div></div>"]
 
@@ -223,7 +239,8 @@ def _run_so_far(trace, pending_canvas: int | None = None) -> str:
     parts = [_kv("elapsed", f'{m["wall_s"]:.2f} s'), _kv("steps", m["total_steps"]),
              _kv("NFE", m["nfe"], "decoder + encoder forwards"), _kv("tokens committed", m["tokens"])]
     if m["tokens"]:
-        parts += [_kv("TPF", f'{m["tpf"]:.2f}', "tokens / (steps + K − 1), report §3.4"),
+        tpf = "tokens / NFE: hybrid counts every pass" if trace.mode == "hybrid" else "tokens / (steps + K − 1), report §3.4"
+        parts += [_kv("TPF", f'{m["tpf"]:.2f}', tpf),
                   _kv("tok/s", f'{m["effective_tok_s"]:.1f}', "committed tokens / elapsed")]
     elif pending_canvas is not None:
         parts.append(f'<span class="dg-muted">canvas {pending_canvas + 1} still denoising: tokens count when '
@@ -254,6 +271,9 @@ def step_panel_html(trace, step_index: int | None = None) -> str:
              _kv("mean H", f'{rec.mean_entropy:.4f} {"&lt;" if rec.confident else "≥"} '
                  f'{cfg.get("confidence_threshold", float("nan")):g}'),
              _kv("stable", "yes" if rec.stable else "no")]
+    if trace.mode == "hybrid":
+        facts = [_kv(k, v) for k, v in hybrid.round_facts(trace, i).items()]
+        parts += [_group("verify round"), *(facts or ['<span class="dg-muted">AR has not verified this draft yet</span>'])]
     canvas = next((c for c in trace.canvases if c.canvas == rec.canvas), None)
     if rec.stop_reason:
         parts.append(_badge(STOP_LABELS.get(rec.stop_reason, rec.stop_reason), STATE_COLORS["committed"]))

@@ -34,11 +34,13 @@ TOKEN_STATES = (  # legend order
                "accepted at an earlier step of this canvas, renoised again this step"),
     TokenState("noise", "#94a3b8", "renoised, argmax same", "renoised; argmax unchanged since the previous step"),
     TokenState("pad", "#475569", "after EOS", "after the first EOS: becomes pad when the canvas is committed"),
+    TokenState("pinned", "#c026d3", "pinned by you",
+               "pinned: held at your draft's token in every step, never renoised (infill, an edited canvas)"),
     # hybrid decoding (dg.hybrid): a verify round's verdict on the draft
     TokenState("verified", "#3b82f6", "hybrid: verified earlier",
                "hybrid: greedy AR's token, verified in an earlier round; pinned in the draft, never renoised"),
     TokenState("agreed", "#14b8a6", "hybrid: draft = AR", "hybrid: the draft's token equals greedy AR's: kept"),
-    TokenState("bonus", "#f97316", "hybrid: AR's own token",
+    TokenState("bonus", "#f97316", "hybrid: AR token",
                "hybrid: AR's token at the first disagreement with the draft: every round gains it"),
     TokenState("rejected", "#e11d48", "hybrid: rejected draft",
                "hybrid: draft after the first disagreement: dropped, drafted again next round"),
@@ -66,6 +68,9 @@ CSS = """<style>
 .dg-cell.dg-thought{border-style:dashed;font-style:italic}
 .dg-cell.dg-waiting{border-style:dotted;border-color:#94a3b866;color:#94a3b8}
 .dg-cell.dg-inspected{outline:3px solid #0ea5e9;outline-offset:1px}
+.dg-cell.dg-pinned{border-style:double;border-width:3px}
+.dg-cell.dg-free{border-style:dotted}
+.dg-cell.dg-blank{border-style:dotted;border-color:#94a3b8;color:#94a3b8}
 .dg-sp{opacity:.4}
 .dg-committed-rows{margin-bottom:8px;opacity:.85}
 .dg-crow{margin:2px 0;line-height:1.7}
