@@ -1,7 +1,8 @@
 """The model benchmark: dg's sampler vs transformers' `generate()` vs AR mode, on real prompts.
 
-One fixed prompt per skill where diffusion should win (`BENCH_SKILLS`); generate() and dg interleaved
-after a warm-up, same seed per prompt, so their tokens must match. Speedup of diffusion over AR ≈ TPF /
+One fixed prompt per skill where diffusion should win (`BENCH_SKILLS`); generate(), dg and diffusers'
+`DiffusionGemmaPipeline` (`dg.bench.pipeline`) interleaved after a warm-up, same seed per prompt, so dg's tokens
+must match generate()'s (the pipeline draws its own random numbers: its answers are scored instead). Speedup of diffusion over AR ≈ TPF /
 (decoder step cost / AR token cost): both factors are reported. The model is the embedded one
 (`assets/diffusiongemma-tiny`) unless `--model` names another.
 
@@ -43,7 +44,8 @@ def bench_prompts(seed: int = 0) -> list[dict]:
     prompts = []
     for i, (skill, thinking) in enumerate(BENCH_SKILLS):
         example = make_example(skill, random.Random(seed + i), thinking=thinking)
-        prompts.append({"skill": skill, "text": example.prompt, "image": example.image, "thinking": thinking})
+        prompts.append({"skill": skill, "text": example.prompt, "image": example.image, "thinking": thinking,
+                        "example": example})
     return prompts
 
 
@@ -93,11 +95,13 @@ def greedy_ids(model, inputs, config: SamplerConfig) -> list[int]:
 
 def bench_models(loaded, prompts: list[dict], repeats: int = 3, max_new_tokens: int | None = None,
                  seed: int = 0, backend: str = "torch") -> dict:
-    """Interleave generate(), dg diffusion and dg AR on every prompt, `repeats` times, after a warm-up.
+    """Interleave generate(), dg diffusion, diffusers' pipeline and dg AR on every prompt, `repeats` times,
+    after a warm-up.
 
-    generate() and dg run first in alternate repeats so drift (thermal, caches) hits both alike; each
-    prompt keeps its seed across repeats so every repeat does the same work.
+    generate(), dg and the pipeline run in reversed order in alternate repeats so drift (thermal, caches)
+    hits them alike; each prompt keeps its seed across repeats so every repeat does the same work.
     """
+    from dg.bench.pipeline import build_pipeline, run_pipeline
     from dg.prompts import build_inputs
 
     model = loaded.model
@@ -105,28 +109,49 @@ def bench_models(loaded, prompts: list[dict], repeats: int = 3, max_new_tokens: 
     config = loaded.sampler_config.replace(max_new_tokens=max_new_tokens or 2 * canvas, backend=backend)
     inputs = [build_inputs(loaded.processor, p["text"], images=p["image"], thinking=p.get("thinking", False),
                            device=model.device) for p in prompts]
+    pipes = {thinking: build_pipeline(loaded, thinking) for thinking in (False, True)}
+    diffusion_runs = {
+        "reference": lambda p, s: run_reference(model, inputs[p], config, s),
+        "dg": lambda p, s: run_dg(model, inputs[p], config, s),
+        "diffusers": lambda p, s: run_pipeline(pipes[prompts[p].get("thinking", False)], prompts[p], config,
+                                               loaded.eos_token_ids, s),
+    }
 
     warm = run_dg(model, inputs[0], config, seed)  # warm-up: allocator, kernels, caches
     run_reference(model, inputs[0], config, seed)
+    diffusion_runs["diffusers"](0, seed)
     run_ar(model, inputs[0], warm["tokens"])
     run_hybrid(model, inputs[0], config, seed)
     greedy = [greedy_ids(model, prompt_inputs, config) for prompt_inputs in inputs]
 
-    runs = []  # runs[r][p] = {"reference": ..., "dg": ..., "ar": ...}
+    runs = []  # runs[r][p] = {"reference": ..., "dg": ..., "diffusers": ..., "ar": ..., ...}
     for r in range(repeats):
         row = []
         for p, prompt_inputs in enumerate(inputs):
             s = seed + p
-            if r % 2 == 0:
-                ref, dg = run_reference(model, prompt_inputs, config, s), run_dg(model, prompt_inputs, config, s)
-            else:
-                dg, ref = run_dg(model, prompt_inputs, config, s), run_reference(model, prompt_inputs, config, s)
+            order = list(diffusion_runs) if r % 2 == 0 else list(reversed(diffusion_runs))
+            run = {mode: diffusion_runs[mode](p, s) for mode in order}
             hybrid = run_hybrid(model, prompt_inputs, config, s)
-            row.append({"reference": ref, "dg": dg, "ar": run_ar(model, prompt_inputs, dg["tokens"]), "hybrid": hybrid,
+            row.append({**run, "ar": run_ar(model, prompt_inputs, run["dg"]["tokens"]), "hybrid": hybrid,
                         "ar_hybrid": run_ar(model, prompt_inputs, hybrid["tokens"]),
                         "hybrid_equals_ar": hybrid["ids"] == greedy[p]})
         runs.append(row)
-    return summarise(runs, prompts, config)
+    result = summarise(runs, prompts, config)
+    result["summary"]["answers_right"] = answers_right(loaded, runs[0], prompts)
+    return result
+
+
+def answers_right(loaded, row: list[dict], prompts: list[dict]) -> dict:
+    """How many of the prompts' answers dg diffusion and diffusers' pipeline got right (the first repeat)."""
+    from dg.prompts import decode_reply
+    from dg.tiny import skills
+
+    pad = loaded.pad_token_id
+
+    def right(mode):
+        return sum(skills.score(prompt["example"], decode_reply(loaded.tokenizer, [
+            t for t in run[mode]["ids"] if t != pad]).answer) for run, prompt in zip(row, prompts))
+    return {"dg": right("dg"), "diffusers": right("diffusers"), "of": len(prompts)}
 
 
 def _per_repeat(runs, fn) -> float:
@@ -168,6 +193,10 @@ def summarise(runs: list, prompts: list[dict], config: SamplerConfig) -> dict:
             prompt["skill"]: _per_repeat(runs, lambda row, p=p: row[p]["ar_hybrid"]["wall_s"] / row[p]["hybrid"]["wall_s"]
                                          if row[p]["hybrid"]["wall_s"] > 0 else 0.0)
             for p, prompt in enumerate(prompts)},
+        "dg_vs_diffusers_time_ratio": _per_repeat(
+            runs, lambda row: _total(row, "dg", "wall_s") / _total(row, "diffusers", "wall_s")),
+        "diffusers_decoder_steps": _total(first, "diffusers", "decoder_steps"),
+        "dg_decoder_steps": _total(first, "dg", "total_steps"),
         "dg_matches_generate": all(run["dg"]["ids"] == run["reference"]["ids"] for row in runs for run in row),
         "repeats": len(runs),
         "prompts": len(prompts),
@@ -181,14 +210,14 @@ def _rows(runs: list, prompts: list[dict]) -> list[dict]:
     """One row per (prompt, mode): medians over repeats of wall time and throughput, plus counts."""
     rows = []
     for p, prompt in enumerate(prompts):
-        for mode in ("dg", "reference", "ar", "hybrid"):
+        for mode in ("dg", "reference", "diffusers", "ar", "hybrid"):
             results = [row[p][mode] for row in runs]
             wall = statistics.median(r["wall_s"] for r in results)
             last = results[0]
             ttft = [r["ttft_s"] for r in results if r.get("ttft_s") is not None]
             rows.append({
                 "skill": prompt["skill"], "mode": {"dg": "dg diffusion", "reference": "generate()", "ar": "dg AR",
-                                              "hybrid": "dg hybrid"}[mode],
+                                              "hybrid": "dg hybrid", "diffusers": "diffusers pipeline"}[mode],
                 "wall_s": wall, "tokens": last["tokens"], "effective_tok_s": last["tokens"] / wall if wall else 0.0,
                 "tpf": last.get("tpf"), "nfe": last.get("nfe"), "ttft_s": statistics.median(ttft) if ttft else None,
                 "effective_steps": last.get("effective_steps"),
@@ -213,6 +242,10 @@ def run_model_bench(args) -> dict:
           f"diffusion vs AR speedup {s['diffusion_vs_ar_speedup']:.3f} = TPF {s['tpf']:.3f} / "
           f"(step {s['decoder_step_ms']:.2f} ms / AR token {s['ar_token_ms']:.2f} ms "
           f"= {s['decoder_step_vs_ar_token_cost']:.3f})")
+    right = s["answers_right"]
+    print(f"dg / diffusers' DiffusionGemmaPipeline time {s['dg_vs_diffusers_time_ratio']:.3f} (decoder steps "
+          f"{s['dg_decoder_steps']:.0f} vs {s['diffusers_decoder_steps']:.0f}); answers right: dg {right['dg']}, "
+          f"diffusers {right['diffusers']} of {right['of']}")
     print(f"hybrid vs AR speedup {s['hybrid_vs_ar_speedup']:.3f}, vs diffusion {s['hybrid_vs_diffusion_speed']:.3f}; "
           f"{s['hybrid_tokens_per_round']:.1f} tokens per round; equal to greedy AR on {s['hybrid_equals_ar']:.0%}")
     if args.three_term:

@@ -20,7 +20,10 @@ def test_model_bench_reports_positive_finite_ratios_and_dg_equals_generate(check
     for key in (*HEADLINE, "decoder_step_vs_ar_token_cost", "decoder_step_ms", "ar_token_ms"):
         assert positive_finite(summary[key]), (key, summary[key])
     assert summary["dg_matches_generate"] is True  # same seed, torch backend: token for token
-    assert {row["mode"] for row in result["rows"]} == {"dg diffusion", "generate()", "dg AR", "dg hybrid"}
+    assert {row["mode"] for row in result["rows"]} == {"dg diffusion", "generate()", "dg AR", "dg hybrid",
+                                                      "diffusers pipeline"}
+    assert positive_finite(summary["dg_vs_diffusers_time_ratio"]) and summary["diffusers_decoder_steps"] >= 1
+    assert summary["answers_right"]["of"] == 1 and 0 <= summary["answers_right"]["diffusers"] <= 1
     assert summary["hybrid_equals_ar"] == 1.0  # hybrid's tokens are greedy AR's, up to its EOS
     for key in ("hybrid_vs_ar_speedup", "hybrid_vs_diffusion_speed", "hybrid_tokens_per_round"):
         assert positive_finite(summary[key]), (key, summary[key])
