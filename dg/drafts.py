@@ -38,6 +38,15 @@ class Draft:
     def infill(self) -> bool:
         return self.pinned is not None
 
+    def on(self, device) -> "Draft":
+        """The same draft with its tensors on `device` (a worker process moves it to its model's)."""
+        pinned = None if self.pinned is None else self.pinned.to(device)
+        return Draft(self.init_canvas.to(device), pinned, self.tokens)
+
+    def sampler_args(self) -> dict:
+        """`init_canvas` and `pinned` for `dg.sampler.stream_diffusion`."""
+        return {"init_canvas": self.init_canvas, "pinned": self.pinned}
+
 
 def parse_draft(text: str) -> list[str | int | None]:
     """The draft as pieces: text, a blank's size, or None for `{{...}}`; a misplaced rest is a ValueError."""

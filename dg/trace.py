@@ -141,7 +141,9 @@ def record_to_dict(record) -> dict:
 
 def record_from_dict(data: dict):
     cls = RECORD_TYPES[data["kind"]]
-    values = {k: np.asarray(v, dtype=_ARRAY_DTYPES[k]) if k in _ARRAY_DTYPES and v is not None else v
+    # arrays by field name, lists only: a scalar of the same name stays a scalar (RoundRecord.accepted is a count,
+    # StepRecord.accepted a mask; TokenRecord.entropy a float)
+    values = {k: np.asarray(v, dtype=_ARRAY_DTYPES[k]) if k in _ARRAY_DTYPES and isinstance(v, list) else v
               for k, v in data.items()}
     return cls(**values)
 

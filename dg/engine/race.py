@@ -1,14 +1,16 @@
-"""Race: diffusion and AR decoding started together on the same prompt, both streamed live.
+"""Race: diffusion, AR and hybrid decoding started together on the same prompt, all three streamed live.
 
-By default both sides use the same DiffusionGemma weights: the entropy-bound sampler against AR mode
-(report §5.3: the encoder decoding one token per forward). With `--ar-model` the AR side is a
-separate causal LM (e.g. Gemma 4) run by transformers' own `generate()`; a `BaseStreamer` records
-each token it pushes, with a timestamp, as a `TokenRecord`, so both sides give the same kind of trace.
-Both threads wait at a barrier and start together; on one device they share it, as a user would.
+By default the three lanes use the same DiffusionGemma weights: the entropy-bound sampler, AR mode
+(report §5.3: the encoder decoding one token per forward) and hybrid (dg.hybrid: the sampler drafts, AR
+verifies; greedy AR's tokens). With `--ar-model` the AR lane is a separate causal LM (e.g. Gemma 4) run
+by transformers' own `generate()`; a `BaseStreamer` records each token it pushes, with a timestamp, as a
+`TokenRecord`, so every lane gives the same kind of trace. Hybrid still verifies with the diffusion
+model's own weights then (its guarantee is that model's greedy AR, not the separate one's).
+The three threads wait at a barrier and start together; on one device they share it, as a user would.
 A separate AR model is loaded by dg.loading.load_ar_model (sized from its safetensors headers before it
 loads, on the diffusion model's GPU when it fits there, else on another GPU with room, else refused).
 
-    python -m dg.engine.race                    # the embedded tiny model on a long-answer skill example
+    python -m dg.engine.race                    # the embedded tiny model on a three-term sum, thinking on
     python -m dg.engine.race --ar-model google/gemma-4-E2B-it --prompt "Write a haiku about rain."
 """
 
@@ -30,7 +32,8 @@ from dg.prompts import build_inputs, decode_reply
 from dg.trace import RunEnd, RunStart, TokenRecord, Trace
 from dg.tiny.examples import SkillExamples
 from dg.engine.runner import InProcess
-from dg.engine.runs import DEFAULT_FPS, LiveRun, ar_run, diffusion_run, watch
+from dg.engine.runs import DEFAULT_FPS, LiveRun, ar_run, diffusion_run, mode_run, watch
+
 
 class ScoreRecorder:
     """A logits processor that keeps the last distribution, so the streamer can record entropy and top-k."""
@@ -105,55 +108,69 @@ def hf_ar_run(ar: ARModel, inputs: dict, max_new_tokens: int, *, label: str = ""
     return LiveRun(body, label=label, start_gate=start_gate)
 
 
+HYBRID_ON_DIFFUSION = "hybrid, the diffusion model's own weights (a separate --ar-model does not verify)"
+
+
 @dataclass
 class Race:
     diffusion: LiveRun
     ar: LiveRun
-    ar_tokenizer: object  # decodes the AR side (the diffusion tokenizer unless --ar-model)
+    hybrid: LiveRun
+    ar_tokenizer: object  # decodes the AR lane (the diffusion tokenizer unless --ar-model)
     ar_label: str
+    hybrid_label: str = "hybrid, same weights"
+
+    @property
+    def lanes(self) -> dict[str, LiveRun]:
+        """The lanes by name, in the order every view lists them."""
+        return {"diffusion": self.diffusion, "AR": self.ar, "hybrid": self.hybrid}
 
     def start(self) -> "Race":
-        self.diffusion.start()
-        self.ar.start()
+        for lane in self.lanes.values():
+            lane.start()
         return self
 
     def stop(self) -> None:
-        self.diffusion.stop()
-        self.ar.stop()
+        for lane in self.lanes.values():
+            lane.stop()
 
     def frames(self, fps: float = DEFAULT_FPS):
-        """(diffusion, ar) snapshots while either side runs; the last pair is final."""
-        return watch([self.diffusion, self.ar], fps)
+        """(diffusion, ar, hybrid) snapshots while any lane runs; the last triple is final."""
+        return watch(list(self.lanes.values()), fps)
 
 
 def start_race(loaded, prompt: str, *, inputs: dict | None = None, image=None, thinking: bool = False,
                config: SamplerConfig | None = None, seed: int = 0, ar_model: ARModel | None = None) -> Race:
-    """Build both sides' inputs (errors raise before any thread starts), then start them together."""
+    """Build every lane's inputs (errors raise before any thread starts), then start them together."""
     config = config or loaded.sampler_config
     if inputs is None:
         inputs = build_inputs(loaded.processor, prompt, images=image, thinking=thinking, device=loaded.device)
-    gate = threading.Barrier(2)
+    gate = threading.Barrier(3)
     diffusion = diffusion_run(loaded, inputs, config, seed, label="diffusion", start_gate=gate)
+    hybrid = mode_run(loaded, "hybrid", inputs, config, seed, label="hybrid", start_gate=gate)
     if ar_model is None:
         ar = ar_run(loaded, inputs, config.max_new_tokens, label="AR", start_gate=gate)
-        return Race(diffusion, ar, loaded.tokenizer, "AR, same weights").start()
+        return Race(diffusion, ar, hybrid, loaded.tokenizer, "AR, same weights").start()
     ar = hf_ar_run(ar_model, ar_model.inputs(prompt, thinking), config.max_new_tokens, label="AR", start_gate=gate)
-    return Race(diffusion, ar, ar_model.tokenizer, f"AR, {ar_model.source}").start()
+    return Race(diffusion, ar, hybrid, ar_model.tokenizer, f"AR, {ar_model.source}", HYBRID_ON_DIFFUSION).start()
 
 
 def main() -> None:
     from dg.loading import load
     from dg.view.tables import side_stats, side_text, verdict
 
-    parser = argparse.ArgumentParser(description="Race diffusion against AR on one prompt and print both sides.")
+    parser = argparse.ArgumentParser(description="Race diffusion, AR and hybrid on one prompt and print every lane.")
     parser.add_argument("--model", default=None)
-    parser.add_argument("--ar-model", default=None, help="a separate causal LM for the AR side")
-    parser.add_argument("--prompt", default=None, help="default: a long-answer skill example (dg.tiny.examples)")
-    parser.add_argument("--thinking", action="store_true")
+    parser.add_argument("--ar-model", default=None, help="a separate causal LM for the AR lane")
+    parser.add_argument("--prompt", default=None, help="default: a sum of three numbers, thinking on (dg.tiny.examples)")
+    parser.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=None,
+                        help="default: on for the default prompt, off for one given with --prompt")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     reference = SkillExamples.load()
-    args.prompt = args.prompt or reference.race_prompt()
+    if args.prompt is None:
+        row = reference.race_example()
+        args.prompt, args.thinking = row.prompt, row.thinking if args.thinking is None else args.thinking
     try:
         loaded = InProcess.of(load(args.model))
         ar_model = load_ar_model(args.ar_model) if args.ar_model else None
@@ -161,13 +178,18 @@ def main() -> None:
         print(f"dg.engine.race: {err}", file=sys.stderr)
         raise SystemExit(2) from None
     share_cpu(loaded.device)
-    race = start_race(loaded, args.prompt, thinking=args.thinking, seed=args.seed, ar_model=ar_model)
-    for d, a in race.frames(fps=2):
-        print(f"diffusion {side_stats(d)}\nAR        {side_stats(a)}")
-    print("diffusion:", side_text(d, loaded.tokenizer))
-    print("AR:       ", side_text(a, race.ar_tokenizer))
-    print(verdict(d, a, {"diffusion": reference.check(args.prompt, None, d, loaded.tokenizer),
-                         "AR": reference.check(args.prompt, None, a, race.ar_tokenizer)}))
+    race = start_race(loaded, args.prompt, thinking=bool(args.thinking), seed=args.seed, ar_model=ar_model)
+    names = list(race.lanes)
+    tokenizers = {"diffusion": loaded.tokenizer, "AR": race.ar_tokenizer, "hybrid": loaded.tokenizer}
+    for frame in race.frames(fps=2):
+        print("\n".join(f"{name:<9} {side_stats(trace)}" for name, trace in zip(names, frame)))
+    lanes = dict(zip(names, frame))
+    for name, trace in lanes.items():
+        print(f"{name + ':':<10}", side_text(trace, tokenizers[name]))
+    if ar_model is not None:
+        print(f"hybrid: {race.hybrid_label}")
+    print(verdict(lanes, {name: reference.check(args.prompt, None, trace, tokenizers[name])
+                          for name, trace in lanes.items()}))
 
 
 if __name__ == "__main__":

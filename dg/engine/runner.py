@@ -17,6 +17,7 @@ from typing import Protocol
 
 from dg.ar import stream_ar
 from dg.config import SamplerConfig
+from dg.drafts import Draft
 from dg.hybrid import stream_hybrid
 from dg.loading import Loaded
 from dg.noise import denoise_once
@@ -26,13 +27,18 @@ MODES = ("diffusion", "ar", "hybrid")  # what `stream_mode` runs
 
 
 def stream_mode(loaded: Loaded, mode: str, inputs: dict, settings: SamplerConfig,
-                cancel: threading.Event) -> Iterator:
+                cancel: threading.Event, draft: Draft | None = None) -> Iterator:
     """The records of one run of `mode` on `loaded`'s own model, `inputs` on its device: RunStart, the mode's
     records, RunEnd ("cancelled" between two steps once `cancel` is set). "diffusion": dg.sampler with
-    `settings`; "ar": greedy dg.ar on the same weights, up to `settings.max_new_tokens`; "hybrid": dg.hybrid,
-    the sampler with `settings` drafting and AR verifying (greedy AR's tokens)."""
+    `settings`, warm-started from `draft`'s canvases with its pinned positions held (dg.drafts: an infill or an
+    edited canvas); "ar": greedy dg.ar on the same weights, up to `settings.max_new_tokens`; "hybrid":
+    dg.hybrid, the sampler with `settings` drafting and AR verifying (greedy AR's tokens)."""
+    if draft is not None and mode != "diffusion":
+        raise ValueError(f"a draft seeds the diffusion canvas; it does not apply to mode {mode!r}")
     if mode == "diffusion":
-        return stream_diffusion(loaded.model, inputs, settings, cancel=cancel)
+        device = loaded.device
+        return stream_diffusion(loaded.model, inputs, settings, cancel=cancel,
+                                **({} if draft is None else draft.on(device).sampler_args()))
     if mode == "ar":
         return stream_ar(loaded.model, inputs, settings.max_new_tokens, loaded.eos_token_ids,
                          pad_token_id=loaded.pad_token_id, cancel=cancel)
@@ -47,8 +53,9 @@ class Runner(Protocol):
     inputs on, `eos_token_ids`, `pad_token_id`):"""
 
     def stream(self, mode: str, inputs: dict, settings: SamplerConfig, seed: int | None,
-               cancel: threading.Event) -> Iterator:
-        """A run's records, as `stream_mode` gives them. `seed`: the run's seed (None: it draws no random
+               cancel: threading.Event, draft: Draft | None = None) -> Iterator:
+        """A run's records, as `stream_mode` gives them (`draft`: a diffusion run's warm start and pins, which
+        travel with the run wherever the model lives). `seed`: the run's seed (None: it draws no random
         numbers); a runner whose model lives in another process keeps the run's RNG there as
         dg.engine.turns does here (seeded before its first record, its state kept between records)."""
 
@@ -75,8 +82,8 @@ class InProcess(Loaded):
         """The runner of a model loaded here (`dg.loading.load`)."""
         return cls(**{f.name: getattr(loaded, f.name) for f in fields(Loaded)})
 
-    def stream(self, mode, inputs, settings, seed, cancel):
-        return stream_mode(self, mode, inputs, settings, cancel)
+    def stream(self, mode, inputs, settings, seed, cancel, draft=None):
+        return stream_mode(self, mode, inputs, settings, cancel, draft)
 
     def denoise(self, prompt, canvas_ids):
         return denoise_once(self.model, self.processor, prompt, canvas_ids)

@@ -150,10 +150,10 @@ class _Run:
         return RunEnd("cancelled", self.delivered, 0, time.perf_counter() - self.clock)  # AR: a forward per token
 
 
-def _open(loaded, runs, run_id, mode, inputs, settings, seed):
+def _open(loaded, runs, run_id, mode, inputs, settings, seed, draft=None):
     inputs = {k: v.to(loaded.device) if torch.is_tensor(v) else v for k, v in inputs.items()}
     cancel = threading.Event()
-    runs[run_id] = _Run(stream_mode(loaded, mode, inputs, settings, cancel), cancel, seed)
+    runs[run_id] = _Run(stream_mode(loaded, mode, inputs, settings, cancel, draft), cancel, seed)
 
 
 def _next(loaded, runs, run_id, cancelled):
@@ -316,12 +316,14 @@ class WorkerProcess:
                 pass  # the child is gone: the reply says how
             return self._reply(), self._generation
 
-    def stream(self, mode: str, inputs: dict, settings: SamplerConfig, seed: int | None, cancel: threading.Event):
-        """Records of one run served by the child, as dg.engine.runner.stream_mode gives them there; `cancel`
-        set ends it with its "cancelled" RunEnd between two steps."""
+    def stream(self, mode: str, inputs: dict, settings: SamplerConfig, seed: int | None, cancel: threading.Event,
+               draft=None):
+        """Records of one run served by the child, as dg.engine.runner.stream_mode gives them there (a `draft`
+        goes along on the CPU); `cancel` set ends it with its "cancelled" RunEnd between two steps."""
         run_id = next(self._ids)
         inputs = {k: v.cpu() if torch.is_tensor(v) else v for k, v in dict(inputs).items()}
-        _, generation = self._call("open", run_id, mode, inputs, settings, seed, restart=True)
+        draft = None if draft is None else draft.on("cpu")
+        _, generation = self._call("open", run_id, mode, inputs, settings, seed, draft, restart=True)
         done = False
         try:
             while True:
@@ -393,8 +395,8 @@ class InWorker(Loaded):
 
     worker: WorkerProcess | None = None
 
-    def stream(self, mode, inputs, settings, seed, cancel):
-        return self.worker.stream(mode, inputs, settings, seed, cancel)
+    def stream(self, mode, inputs, settings, seed, cancel, draft=None):
+        return self.worker.stream(mode, inputs, settings, seed, cancel, draft)
 
     def denoise(self, prompt, canvas_ids):
         return self.worker.denoise(prompt, canvas_ids)

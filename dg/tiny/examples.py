@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -113,10 +114,25 @@ class SkillExamples:
         answer = decode_reply(tokenizer, trace.token_ids).answer
         return Check(row.answer, skills.score(as_example(row), answer))
 
-    def race_prompt(self, fallback: str = "Write a short story about a bear.") -> str:
-        """The first long-answer skill example without a picture: a race diffusion should win (a whole
-        canvas of tokens per few steps against one token per forward)."""
-        return next((row.prompt for row in self.rows if row.skill in skills.LONG_SKILLS and not row.image), fallback)
+    def race_example(self) -> ExampleRow:
+        """The race's default: the first sum of three numbers with thinking on, where diffusion, AR and hybrid
+        differ (diffusion's trace errs more often than AR's; hybrid answers as AR does, drafting); a
+        long-answer skill example when the examples hold no such sum."""
+        rows = [row for row in self.rows if not row.image]
+        three = (row for row in rows if row.skill == "arithmetic" and row.thinking and _terms(row.prompt) == 3)
+        long = (row for row in rows if row.skill in skills.LONG_SKILLS)
+        return next(three, None) or next(long, None) or RACE_FALLBACK
+
+    def race_prompt(self) -> str:
+        return self.race_example().prompt
+
+
+RACE_FALLBACK = ExampleRow("Write a short story about a bear.", None, False, None, None)
+
+
+def _terms(prompt: str) -> int:
+    """How many numbers an addition prompt adds ('Add 55806, 5298 and 3132.' → 3)."""
+    return len(re.findall(r"\d+", prompt))
 
 
 def write(out: Path) -> dict:

@@ -1,4 +1,5 @@
-"""Plotly figures of a trace: entropy heatmap, settle steps, accepted per step, canvases, AR race.
+"""Plotly figures of a trace: entropy heatmap, settle steps, accepted per step, canvases, hybrid's verify
+rounds, the race of diffusion, AR and hybrid.
 
 Pure functions: a `Trace` in, a `plotly.graph_objects.Figure` out, titled with the metric it shows
 (titles short enough for half of a 1024-px page) and transparent, so it reads in light and dark
@@ -13,7 +14,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dg.view.render import channels
-from dg.view.theme import AR_COLOR, PLOT_AXES, PLOT_LAYOUT, STATE_COLORS, THOUGHT_COLOR
+from dg.view import hybrid
+from dg.view.theme import AR_COLOR, HYBRID_COLOR, PLOT_AXES, PLOT_LAYOUT, STATE_COLORS, THOUGHT_COLOR
 
 LEGEND_ON_TOP = dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0)  # clear of the x-axis title
 
@@ -145,11 +147,40 @@ def canvas_timeline(trace, tokenizer) -> go.Figure:
     return _styled(fig, title, barmode="stack")  # legend at the side: the subplot titles hold the top
 
 
+def tokens_per_round(trace) -> go.Figure:
+    """Hybrid: per verify round, the draft tokens AR kept and AR's own token (stacked), with the draft tokens
+    it rejected beside them; the mean tokens per round in the title."""
+    if not trace.rounds:
+        return _empty("Tokens per verify round", "no verify round: a hybrid run has them")
+    verdicts = [hybrid.verdict(trace, j) for j in range(len(trace.rounds))]
+    x = list(range(1, len(verdicts) + 1))
+    labels = [f"round {j}: canvas {v['round'].canvas + 1}, {v['round'].held} verified before" for j, v in zip(x, verdicts)]
+    kept = [len(v["agreed"]) for v in verdicts]
+    own = [int(v["bonus"] is not None or v["round"].bonus is not None) for v in verdicts]
+    rejected = [max(len(v["round"].draft) - v["round"].held - k - o, 0) for v, k, o in zip(verdicts, kept, own)]
+    fig = go.Figure()
+    for name, y, state in (("draft = AR (kept)", kept, "agreed"), ("AR's own token", own, "bonus"),
+                           ("rejected draft", rejected, "rejected")):
+        fig.add_trace(go.Bar(x=x, y=y, name=name, marker_color=STATE_COLORS[state], customdata=labels,
+                             hovertemplate=f"%{{customdata}}<br>%{{y}} {name}<extra></extra>",
+                             offsetgroup="rejected" if state == "rejected" else "gained"))
+    mean = trace.metrics()["tokens_per_round"]
+    return _styled(fig, f"Tokens per verify round (mean {mean:.1f})", barmode="stack", legend=LEGEND_ON_TOP,
+                   xaxis_title="verify round", yaxis_title="tokens")
+
+
+def run_figures(trace, tokenizer) -> list[go.Figure]:
+    """The Generate tab's four figures of a run: entropy, settle steps, accepted per step, and the canvas
+    timeline (a hybrid run: its tokens per verify round)."""
+    last = tokens_per_round(trace) if trace.mode == "hybrid" else canvas_timeline(trace, tokenizer)
+    return [entropy_heatmap(trace), settle_steps(trace), accepted_per_step(trace), last]
+
+
 def race_points(trace) -> tuple[list[float], list[int]]:
-    """(wall seconds, tokens committed so far), starting at (0, 0): canvas commits or AR tokens; pad is
-    not counted on either side (as the metrics count tokens)."""
+    """(wall seconds, tokens committed so far), starting at (0, 0): canvas commits, or AR's and hybrid's
+    verified tokens; pad is not counted on any lane (as the metrics count tokens)."""
     times, counts = [0.0], [0]
-    if trace.mode == "ar":
+    if trace.mode in ("ar", "hybrid"):
         pad = trace.start.pad_token_id if trace.start else None
         for r in trace.tokens:
             times.append(r.t)
@@ -161,18 +192,22 @@ def race_points(trace) -> tuple[list[float], list[int]]:
     return times, counts
 
 
-def race_chart(diffusion_trace, ar_trace) -> go.Figure:
-    """Tokens committed vs wall time, diffusion (a canvas at a time) against AR (a token at a time)."""
-    d_rate = diffusion_trace.metrics()["effective_tok_s"]
-    a_rate = ar_trace.metrics()["effective_tok_s"]
-    speedup = f"diffusion {d_rate / a_rate:.1f}× AR" if d_rate > 0 and a_rate > 0 else "speedup: n/a yet"
-    title = f"Tokens vs wall time: {speedup} ({d_rate:.1f} vs {a_rate:.1f} tok/s)"
+RACE_LANES = {"diffusion": ("diffusion (per canvas)", STATE_COLORS["accepted"], "lines+markers"),
+              "AR": ("AR (per token)", AR_COLOR, "lines"), "hybrid": ("hybrid (per verify round)", HYBRID_COLOR, "lines")}
+
+
+def race_chart(lanes: dict) -> go.Figure:
+    """Tokens committed vs wall time of each lane (name → trace: "diffusion", "AR", "hybrid"), each lane's
+    speed over AR's in the title."""
+    rates = {name: trace.metrics()["effective_tok_s"] for name, trace in lanes.items()}
+    ar = rates.get("AR", 0.0)
+    speedups = [f"{name} {rate / ar:.1f}×" for name, rate in rates.items() if name != "AR" and rate > 0 and ar > 0]
+    title = f"Tokens vs wall time: {', '.join(speedups)} AR" if speedups else "Tokens vs wall time (speedup: n/a yet)"
     fig = go.Figure()
-    t, n = race_points(diffusion_trace)
-    fig.add_trace(go.Scatter(x=t, y=n, name="diffusion (per canvas)", mode="lines+markers", line_shape="hv",
-                             line=dict(color=STATE_COLORS["accepted"])))
-    t, n = race_points(ar_trace)
-    fig.add_trace(go.Scatter(x=t, y=n, name="AR (per token)", mode="lines", line_shape="hv",
-                             line=dict(color=AR_COLOR)))
+    for name, trace in lanes.items():
+        label, color, mode = RACE_LANES.get(name, (name, STATE_COLORS["committed"], "lines"))
+        t, n = race_points(trace)
+        fig.add_trace(go.Scatter(x=t, y=n, name=f"{label}: {rates[name]:.1f} tok/s", mode=mode, line_shape="hv",
+                                 line=dict(color=color)))
     return _styled(fig, title, xaxis_title="wall time (s)", yaxis_title="tokens committed (pad not counted)",
                    legend=LEGEND_ON_TOP)

@@ -1,5 +1,5 @@
-"""Markdown lines and tables of finished runs: a run's summary, an A/B comparison, the race's two sides and its
-verdict, each with the report's metric names (dg.trace computes them).
+"""Markdown lines and tables of finished runs: a run's summary, an A/B comparison, the race's lanes (diffusion, AR,
+hybrid) and its verdict, each with the report's metric names (dg.trace computes them).
 
     python -m dg.engine.race   # prints a race's side tables and verdict
 """
@@ -10,14 +10,19 @@ from dg.view.theme import plural
 
 
 def summary(trace: Trace) -> str:
-    """One Markdown line on a finished diffusion run, with the report's metric names."""
+    """One Markdown line on a finished run of any mode, with the report's metric names."""
     m = trace.metrics()
     finish = trace.end.finish_reason if trace.end else "running"
     head = {"cancelled": "Stopped", "error": "Failed"}.get(finish, "Done")
-    return (f"**{head}**: {plural(m['tokens'], 'token')}, {plural(m['total_steps'], 'step')} over "
-            f"{plural(m['canvases'], 'canvas', 'canvases')} · "
-            f"NFE {m['nfe']} · TPF {m['tpf']:.2f} · effective steps {m['effective_steps']:.1f} · "
-            f"{m['wall_s']:.2f} s · finish: {finish}")
+    if trace.mode == "ar":
+        how = f"AR, one per forward · NFE {m['nfe']}"
+    elif trace.mode == "hybrid":
+        how = (f"hybrid, {plural(m['rounds'], 'verify round')} ({m['tokens_per_round']:.1f} tokens a round, "
+               f"{m['accepted_per_round']:.1f} of them drafted) · NFE {m['nfe']} · TPF {m['tpf']:.2f} (tokens / NFE)")
+    else:
+        how = (f"{plural(m['total_steps'], 'step')} over {plural(m['canvases'], 'canvas', 'canvases')} · "
+               f"NFE {m['nfe']} · TPF {m['tpf']:.2f} · effective steps {m['effective_steps']:.1f}")
+    return f"**{head}**: {plural(m['tokens'], 'token')}, {how} · {m['wall_s']:.2f} s · finish: {finish}"
 
 
 def compare_table(traces: dict) -> str:
@@ -35,10 +40,11 @@ def side_stats(trace: Trace) -> dict:
     """What each side of the race shows: forward passes, TTFT, effective tok/s, TPF (report §3.4). Both
     sides count tokens the same way: pad is never output (dg.trace)."""
     m = trace.metrics()
+    rounds = {"verify rounds": m["rounds"], "tokens / round": round(m["tokens_per_round"], 1)} if trace.mode == "hybrid" else {}
     return {"forward passes": m["nfe"], "tokens": m["tokens"],
             "TTFT (s)": "—" if m["ttft_s"] is None else round(m["ttft_s"], 3),
-            "tok/s": round(m["effective_tok_s"], 1), "TPF": round(m["tpf"], 2), "wall (s)": round(m["wall_s"], 3),
-            "finish": trace.end.finish_reason if trace.end else "running"}
+            "tok/s": round(m["effective_tok_s"], 1), "TPF": round(m["tpf"], 2), **rounds,
+            "wall (s)": round(m["wall_s"], 3), "finish": trace.end.finish_reason if trace.end else "running"}
 
 
 def side_table(trace: Trace) -> str:
@@ -53,28 +59,31 @@ def speedup(diffusion: Trace, ar: Trace) -> float | None:
     return d / a if d > 0 and a > 0 else None
 
 
-def verdict(diffusion: Trace, ar: Trace, checks: dict | None = None) -> str:
-    """The race's end in one line: who won, by how much (effective tok/s), and, for a skill example,
-    whether each side's answer matches the reference (`checks`: side name → dg.tiny.examples.Check)."""
-    d, a = diffusion.metrics(), ar.metrics()
-    x = speedup(diffusion, ar)
-    if d["tokens"] == 0 and a["tokens"] == 0:
-        head = "**No winner**: neither side produced a token."
-    elif x is None:
-        head = f"**{'Diffusion' if d['tokens'] else 'AR'} wins**: the other side produced no token."
-    elif x >= 1:
-        head = f"**Diffusion wins**: {x:.2f}× AR's rate."
+def verdict(lanes: dict, checks: dict | None = None) -> str:
+    """The race's end in one line: the fastest *correct* lane (effective tok/s) when a reference checks the
+    answers (`checks`: lane name → dg.tiny.examples.Check or None), else the fastest lane; every lane's
+    rate and its speed over AR's; each lane's ✓/✗ against the reference."""
+    rates = {name: trace.metrics()["effective_tok_s"] for name, trace in lanes.items()}
+    checks = {name: c for name, c in (checks or {}).items() if c is not None}
+    correct = [name for name in lanes if name in checks and checks[name].correct and rates[name] > 0]
+    fastest = max(correct or [n for n in lanes if rates[n] > 0], key=rates.get, default=None)
+    ar = rates.get("AR", 0.0)
+    if fastest is None:
+        head = "**No winner**: no lane produced a token."
+    elif checks and not correct:
+        head = f"**No lane is right**: {fastest} was fastest, with a wrong answer."
     else:
-        head = f"**AR wins**: {1 / x:.2f}× diffusion's rate."
-    stopped = any(t.end is not None and t.end.finish_reason == "cancelled" for t in (diffusion, ar))
+        over = f", {rates[fastest] / ar:.2f}× AR's rate" if fastest != "AR" and ar > 0 else ""
+        what = "the fastest correct lane" if checks else "the fastest lane (no reference answer to check)"
+        head = f"**{fastest[0].upper() + fastest[1:]} wins**: {what}{over}."
+    stopped = any(t.end is not None and t.end.finish_reason == "cancelled" for t in lanes.values())
+    speeds = ", ".join(f"{name} {rates[name]:.1f}" for name in lanes)
+    ratios = ", ".join(f"{name} {rates[name] / ar:.2f}×" for name in lanes if name != "AR" and ar > 0 and rates[name] > 0)
     line = [("Stopped before the end. " if stopped else "") + head,
-            f"Speedup (effective tok/s, diffusion ÷ AR): {f'{x:.2f}×' if x else 'n/a'} — {d['effective_tok_s']:.1f} "
-            f"vs {a['effective_tok_s']:.1f} tok/s; {d['tokens']} vs {a['tokens']} tokens in {d['wall_s']:.2f} s vs "
-            f"{a['wall_s']:.2f} s."]
-    checks = {side: c for side, c in (checks or {}).items() if c is not None}
+            f"Speed (effective tok/s): {speeds}" + (f"; over AR: {ratios}." if ratios else ".")]
     if checks:
         reference = next(iter(checks.values())).reference
-        marks = ", ".join(f"{side} {'✓' if c.correct else '✗'}" for side, c in checks.items())
+        marks = ", ".join(f"{name} {'✓' if checks[name].correct else '✗'}" for name in lanes if name in checks)
         line.append(f"Reference answer `{reference}`: {marks}.")
     return " ".join(line)
 

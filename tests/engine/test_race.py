@@ -1,6 +1,6 @@
-"""Races: both sides start together and stream live; each side records what a headless run of it
-records and counts tokens the same way; a separate AR model races through transformers' generate() with
-a recording streamer; each side's table."""
+"""Races: the three lanes (diffusion, AR, hybrid) start together and stream live; each lane records what a
+headless run of it records and counts tokens the same way; a separate AR model races through transformers'
+generate() with a recording streamer while hybrid stays on the diffusion model's weights; each lane's table."""
 
 import math
 
@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from dg.ar import generate_ar
+from dg.hybrid import generate_hybrid
 from dg.passes import TOPK
 from dg.prompts import build_inputs
 from dg.sampler import generate_diffusion
@@ -20,40 +21,45 @@ from tests.engine.conftest import PROMPT
 
 
 def finish(contest):
-    for d, a in contest.frames(fps=100):
+    """The race's final (diffusion, AR, hybrid) traces."""
+    for frame in contest.frames(fps=100):
         pass
-    return d, a
+    return frame
 
 
-def test_a_race_streams_both_sides_and_each_records_its_forward_passes(loaded, config):
+def test_a_race_streams_three_lanes_and_each_records_its_forward_passes(loaded, config):
     contest = race.start_race(loaded, PROMPT, config=config, seed=0)
-    d, a = finish(contest)
-    assert d.done and a.done and d.mode == "diffusion" and a.mode == "ar"
-    for trace in (d, a):
+    d, a, h = finish(contest)
+    assert list(contest.lanes) == ["diffusion", "AR", "hybrid"]
+    assert all(t.done for t in (d, a, h)) and (d.mode, a.mode, h.mode) == ("diffusion", "ar", "hybrid")
+    assert "verify rounds" in tables.side_stats(h) and h.rounds
+    for trace in (d, a, h):
         stats = tables.side_stats(trace)
         assert stats["forward passes"] > 0 and stats["finish"] in ("eos", "max_new_tokens")
         assert f"| forward passes | {stats['forward passes']} |" in tables.side_table(trace)
     assert tables.speedup(d, a) == pytest.approx(d.metrics()["effective_tok_s"] / a.metrics()["effective_tok_s"])
 
 
-def test_each_side_of_a_race_records_what_its_headless_run_records(loaded, config):
-    d, a = finish(race.start_race(loaded, PROMPT, config=config, seed=4))
+def test_each_lane_of_a_race_records_what_its_headless_run_records(loaded, config):
+    d, a, h = finish(race.start_race(loaded, PROMPT, config=config, seed=4))
     inputs = build_inputs(loaded.processor, PROMPT)
     torch.manual_seed(4)
     assert d.token_ids == generate_diffusion(loaded.model, inputs, config).token_ids
     greedy = generate_ar(loaded.model, inputs, config.max_new_tokens, loaded.eos_token_ids)
     assert a.token_ids == greedy.token_ids
+    torch.manual_seed(4)
+    assert h.token_ids == generate_hybrid(loaded.model, inputs, config).token_ids == greedy.token_ids
 
 
-def test_stopping_a_race_stops_both_sides_and_keeps_both_partial_traces(loaded):
+def test_stopping_a_race_stops_every_lane_and_keeps_the_partial_traces(loaded):
     slow = loaded.sampler_config.replace(max_denoising_steps=128, max_new_tokens=1024, backend="torch")
     contest = race.start_race(loaded, PROMPT, config=slow, seed=0)
-    for d, a in contest.frames(fps=100):
-        if d.steps and a.tokens:
+    for d, a, h in contest.frames(fps=100):
+        if d.steps and a.tokens and h.tokens:
             contest.stop()
     assert d.end.finish_reason == "cancelled"
-    assert a.end.finish_reason in ("cancelled", "eos")
-    assert d.steps and a.tokens
+    assert a.end.finish_reason in ("cancelled", "eos") and h.end.finish_reason in ("cancelled", "eos")
+    assert d.steps and a.tokens and h.tokens
 
 
 def test_the_streamer_skips_the_prompt_and_stamps_every_token_in_order():
@@ -68,10 +74,13 @@ def test_the_streamer_skips_the_prompt_and_stamps_every_token_in_order():
     assert streamer.count == 2 and streamer.last_token == 3
 
 
-def test_a_separate_ar_model_races_through_generate_and_records_its_own_tokens(loaded, config, ar_model_dir):
+def test_a_separate_ar_model_races_through_generate_and_hybrid_stays_on_the_diffusion_weights(loaded, config,
+                                                                                            ar_model_dir):
     ar_model = load_ar_model(str(ar_model_dir))
     contest = race.start_race(loaded, PROMPT, config=config, seed=0, ar_model=ar_model)
-    d, a = finish(contest)
+    d, a, h = finish(contest)
+    own = generate_ar(loaded.model, build_inputs(loaded.processor, PROMPT), config.max_new_tokens, loaded.eos_token_ids)
+    assert h.token_ids == own.token_ids and "diffusion model's own weights" in contest.hybrid_label
     assert contest.ar_tokenizer is ar_model.tokenizer and a.start.config["model"] == str(ar_model_dir)
     inputs = ar_model.inputs(PROMPT)
     with torch.no_grad():
@@ -84,10 +93,11 @@ def test_a_separate_ar_model_races_through_generate_and_records_its_own_tokens(l
     assert tables.side_stats(a)["forward passes"] == len(a.tokens) and d.done
 
 
-def test_both_sides_count_tokens_the_same_way_pad_is_never_output(loaded, config):
-    d, a = finish(race.start_race(loaded, PROMPT, config=config, seed=0))
+def test_every_lane_counts_tokens_the_same_way_pad_is_never_output(loaded, config):
+    d, a, h = finish(race.start_race(loaded, PROMPT, config=config, seed=0))
     pad = loaded.pad_token_id
     assert tables.side_stats(a)["tokens"] == sum(r.token_id != pad for r in a.tokens)
+    assert tables.side_stats(h)["tokens"] == sum(r.token_id != pad for r in h.tokens)
     assert tables.side_stats(d)["tokens"] == sum(int((c.committed != pad).sum()) for c in d.canvases)
     padded = Trace.from_dict(a.to_dict())
     padded.start.pad_token_id = a.tokens[0].token_id  # as if the model had written pad first

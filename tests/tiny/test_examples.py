@@ -90,7 +90,8 @@ def test_the_reference_answer_is_right_and_another_answer_is_wrong(processor):
     assert ref.check("not an example", None, _text_trace(tok, row[4]), tok) is None
 
 
-def test_the_race_starts_on_a_long_answer_skill_without_a_picture():
+def test_the_race_starts_on_a_sum_of_three_numbers_with_thinking_on():
     ref = SkillExamples.load()
-    row = ref.find(ref.race_prompt())
-    assert row is not None and row[3] in skills.LONG_SKILLS and not row[1]
+    row = ref.race_example()
+    assert ref.find(ref.race_prompt()) == row and row.skill == "arithmetic" and row.thinking and not row.image
+    assert row.prompt == "Add 55806, 5298 and 3132." and len(row.answer) == len("64236")

@@ -1,10 +1,16 @@
-"""Trace builders for the view tests: thought markers written into a real trace, committed-only traces of text."""
+"""Trace builders for the view tests: thought markers written into a real trace, committed-only traces of text, and
+a real hybrid run of the embedded model (the shipped three-term sum: rounds that keep, gain and reject)."""
+
+import functools
 
 import numpy as np
 import pytest
 import torch
 
-from dg.prompts import THOUGHT_CLOSE, THOUGHT_OPEN
+from dg.hybrid import generate_hybrid
+from dg.loading import load
+from dg.prompts import THOUGHT_CLOSE, THOUGHT_OPEN, build_inputs
+from dg.tiny.examples import SkillExamples
 from dg.trace import CanvasRecord, RunEnd, RunStart, Trace
 
 
@@ -46,3 +52,23 @@ def with_thought():
 @pytest.fixture
 def text_trace():
     return _text_trace
+
+
+@functools.cache
+def _embedded_hybrid():
+    embedded = load()
+    example = SkillExamples.load().race_example()
+    torch.manual_seed(0)
+    inputs = build_inputs(embedded.processor, example.prompt, thinking=example.thinking)
+    return embedded.tokenizer, generate_hybrid(embedded.model, inputs, embedded.sampler_config)
+
+
+@pytest.fixture
+def hybrid_trace():
+    """The embedded model's hybrid run of the race's three-term sum, thinking on (several canvases and rounds)."""
+    return Trace.from_dict(_embedded_hybrid()[1].to_dict())
+
+
+@pytest.fixture
+def embedded_tokenizer():
+    return _embedded_hybrid()[0]

@@ -47,12 +47,24 @@ def test_canvas_timeline_counts_thought_and_answer_tokens_per_canvas(diffusion_t
     assert shares[0]["thought"] > 0 and shares[0]["answer"] > 0
 
 
-def test_race_chart_steps_at_canvas_commits_and_names_the_speedup(diffusion_trace, ar_trace):
-    fig = plots.race_chart(diffusion_trace, ar_trace)
-    diffusion, ar = fig.data
+def test_race_chart_steps_at_canvas_commits_and_names_the_speedup(diffusion_trace, ar_trace, hybrid_trace):
+    fig = plots.race_chart({"diffusion": diffusion_trace, "AR": ar_trace, "hybrid": hybrid_trace})
+    diffusion, ar, hybrid = fig.data
     assert list(diffusion.y) == [0, *np.cumsum([c.tokens for c in diffusion_trace.canvases])]
     assert list(ar.y) == list(range(len(ar_trace.tokens) + 1))
-    assert "×" in fig.layout.title.text
+    assert list(hybrid.y) == list(range(len(hybrid_trace.tokens) + 1))
+    assert "diffusion" in fig.layout.title.text and "hybrid" in fig.layout.title.text and "×" in fig.layout.title.text
+
+
+def test_tokens_per_round_stacks_the_draft_ar_kept_and_its_own_token_per_round(hybrid_trace):
+    fig = plots.tokens_per_round(hybrid_trace)
+    kept, own, rejected = fig.data
+    assert list(kept.x) == list(range(1, len(hybrid_trace.rounds) + 1))
+    assert sum(kept.y) + sum(own.y) + 1 == len(hybrid_trace.tokens)  # the first token comes before any round
+    assert list(kept.y) == [r.accepted for r in hybrid_trace.rounds] and all(o == 1 for o in own.y[:-1])  # EOS ends the last
+    assert all(r >= 0 for r in rejected.y) and any(r > 0 for r in rejected.y)
+    assert "mean" in fig.layout.title.text and len(fig.layout.title.text) <= 40
+    assert plots.run_figures(hybrid_trace, None)[-1].layout.title.text == fig.layout.title.text
 
 
 def test_the_race_chart_counts_no_pad_on_the_ar_side_as_the_metrics_do(ar_trace):
@@ -80,4 +92,5 @@ def test_figures_draw_for_an_empty_trace(figure):
 
 def test_timeline_and_race_draw_for_an_empty_trace(processor):
     assert not plots.canvas_timeline(Trace(), processor.tokenizer).data
-    assert "n/a" in plots.race_chart(Trace(), Trace()).layout.title.text
+    assert "n/a" in plots.race_chart({"diffusion": Trace(), "AR": Trace()}).layout.title.text
+    assert not plots.tokens_per_round(Trace()).data

@@ -1,5 +1,5 @@
-"""The Markdown lines of finished runs: a run's summary names how it ended; a race ends with one line that says
-who won, by how much, and whether each side's answer matches the reference."""
+"""The Markdown lines of finished runs: a run's summary names how it ended and its mode's own counts; a race ends
+with one line that names the fastest correct lane, every lane's rate and whether each answer matches the reference."""
 
 from dg.engine import race
 from dg.engine.runner import InProcess
@@ -12,15 +12,21 @@ from dg.view import tables
 from tests.engine.test_race import PROMPT, finish
 
 
-def test_the_race_ends_with_one_line_who_won_by_how_much_and_each_answers_check(loaded, config):
-    d, a = finish(race.start_race(InProcess.of(loaded), PROMPT, config=config, seed=0))
-    line = tables.verdict(d, a, {"diffusion": Check("42", True), "AR": Check("42", False)})
-    x = tables.speedup(d, a)
-    winner = "Diffusion" if x >= 1 else "AR"
-    assert line.startswith(f"**{winner} wins**") and f"{max(x, 1 / x):.2f}×" in line and "\n" not in line
-    assert "Reference answer `42`: diffusion ✓, AR ✗." in line
-    assert "Reference" not in tables.verdict(d, a, {"diffusion": None, "AR": None})
-    assert tables.verdict(Trace(), Trace()).startswith("**No winner**")
+def test_the_race_ends_with_one_line_naming_the_fastest_correct_lane_and_each_answers_check(loaded, config):
+    d, a, h = finish(race.start_race(InProcess.of(loaded), PROMPT, config=config, seed=0))
+    lanes = {"diffusion": d, "AR": a, "hybrid": h}
+    rate = {name: t.metrics()["effective_tok_s"] for name, t in lanes.items()}
+    line = tables.verdict(lanes, {"diffusion": Check("42", True), "AR": Check("42", False), "hybrid": Check("42", True)})
+    winner = max(("diffusion", "hybrid"), key=rate.get)  # AR is wrong: never the winner, however fast
+    assert line.startswith(f"**{winner[0].upper() + winner[1:]} wins**: the fastest correct lane") and "\n" not in line
+    assert f"{rate[winner] / rate['AR']:.2f}× AR's rate" in line
+    assert "Reference answer `42`: diffusion ✓, AR ✗, hybrid ✓." in line
+    only_ar = tables.verdict(lanes, {name: Check("42", name == "AR") for name in lanes})
+    assert only_ar.startswith("**AR wins**: the fastest correct lane.")
+    assert tables.verdict(lanes, {name: Check("42", False) for name in lanes}).startswith("**No lane is right**")
+    unchecked = tables.verdict(lanes, {name: None for name in lanes})
+    assert "Reference" not in unchecked and "no reference answer to check" in unchecked
+    assert tables.verdict({"diffusion": Trace(), "AR": Trace()}).startswith("**No winner**")
 
 
 def test_a_stopped_run_is_labelled_and_the_summary_names_how_each_run_ended(loaded, config):
