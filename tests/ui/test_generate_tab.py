@@ -93,3 +93,28 @@ def test_the_released_models_examples_show_for_another_model_and_hide_for_the_em
     embedded = dataclasses.replace(loaded, source=str(EMBEDDED_MODEL))
     assert generate_tab.is_embedded(embedded)
     assert not any("released model" in label for label in labels(build_app(embedded)))
+
+
+def test_hybrid_mode_colours_each_verify_round_and_its_replay_and_plots_follow_it(client):
+    final = client.predict(prompt="What is 12 + 30?", image=None, thinking=False, seed=0, mode="hybrid",
+                           api_name="/generate", **FAST)
+    assert final[STATUS].startswith("**Done**") and "verify round" in final[STATUS]
+    assert re.search(r'dg-cell dg-(agreed|bonus|rejected)', "".join(final[CANVAS]))
+    assert "verify round" in final[PANEL]
+    label = final[PICKER]["value"]
+    replayed = client.predict(label, 1, "argmax", 0, api_name="/replay")  # run step 1 of the hybrid run
+    assert "run step 1 of" in "".join(replayed[0]) and "dg-cell dg-verified" in "".join(replayed[0])
+    *_, per_round = client.predict(label, api_name="/plots")
+    assert "Tokens per verify round" in json.dumps(per_round)
+    run = json.loads(Path(final[TRACE_FILE]).read_text())
+    assert run["run"]["mode"] == "hybrid" and [r["kind"] for r in run["records"]].count("round") > 0
+
+
+def test_ar_mode_streams_one_token_per_forward_and_its_run_replays_without_an_error(client):
+    final = client.predict(prompt="What is 12 + 30?", image=None, thinking=False, seed=0, mode="AR",
+                           api_name="/generate", **FAST)
+    assert final[STATUS].startswith("**Done**") and "AR, one per forward" in final[STATUS]
+    assert "AR ·" in "".join(final[CANVAS]) and "AR token" in final[PANEL]
+    label = final[PICKER]["value"]
+    assert client.predict(label, 1, "argmax", 0, api_name="/replay")  # no steps to replay: the views stay
+    assert all(client.predict(label, api_name="/plots"))
