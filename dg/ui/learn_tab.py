@@ -1,5 +1,5 @@
-"""The Learn tab: the forward process on an answer, one sampler step stage by stage, exports, and what
-diffusion can do (dg.ui.learn_diffusion).
+"""The Learn tab: the forward process on an answer, one sampler step stage by stage, one hybrid verify round
+(dg.ui.learn_hybrid), exports, and what diffusion can do (dg.ui.learn_diffusion).
 
 The forward process and the one-pass prediction come from `dg.noise`; the stages are pictures of a
 real recorded step (`dg.view.walkthrough`) of the run picked in the Generate tab, at a step chosen here.
@@ -15,7 +15,7 @@ from dg.noise import corrupt
 from dg.prompts import encode_text
 from dg.ui.common import RunState, refused_input, step_index
 from dg.tiny.examples import ExampleRow, SkillExamples
-from dg.ui import learn_diffusion
+from dg.ui import learn_diffusion, learn_hybrid
 from dg.ui.generate_tab import GenerateTab
 from dg.engine.session import scratch_dir
 from dg.view import export, walkthrough
@@ -26,11 +26,13 @@ STORY = ExampleRow("Write a short story about a bear named Max who likes fish an
                    "Max ate the fish and was happy all day.")
 NO_RUN = ("No run yet. Generate one in the **Generate** tab (an example is quickest): this walkthrough then "
           "explains one of its steps, stage by stage, with that run's real numbers.")
+NO_STEPS = "The picked run is an AR run: one token per forward, no sampler step to explain. Pick another run."
 
 
 def build(loaded, shared: RunState, generate: GenerateTab) -> None:
     _forward_process(loaded)
     _sampler_step(loaded, shared, generate)
+    learn_hybrid.build(loaded, shared, generate)
     _exports(loaded, shared, generate)
     learn_diffusion.build(loaded)  # report §9, §1, §6: self-correction, the latency dial, the roofline
 
@@ -104,7 +106,7 @@ def _sampler_step(loaded, shared: RunState, generate: GenerateTab) -> None:
         """A newly picked run: the slider over its steps, at the instructive one (no slider value read)."""
         kept = history.run(label)
         if kept is None or not kept.trace.steps:
-            return gr.skip(), NO_RUN, "", None
+            return gr.skip(), NO_RUN if kept is None else NO_STEPS, "", None
         index = walkthrough.instructive_step(kept.trace)
         n = len(kept.trace.steps)
         return (gr.Slider(minimum=1, maximum=max(n, 2), value=index + 1),
@@ -113,7 +115,7 @@ def _sampler_step(loaded, shared: RunState, generate: GenerateTab) -> None:
     def walk(history, label, step, stage):
         kept = history.run(label)
         if kept is None or not kept.trace.steps:
-            return NO_RUN, "", None
+            return NO_RUN if kept is None else NO_STEPS, "", None
         index = step_index(kept.trace, step)
         return stage_view(kept.trace, kept.label, index, stage)
 

@@ -62,8 +62,8 @@ def cells_row(tokenizer, ids, colors, tips=None, label: str = "") -> str:
 def walkthrough(trace, tokenizer, step_index: int) -> list[dict]:
     """The six stages of one recorded sampler step (report Algorithm 1), each a picture with that step's
     numbers folded under it (`html`), a title, and the numbers as a dict (canvas and step from 1)."""
-    if trace.mode != "diffusion":
-        raise ValueError(f"walkthrough explains a diffusion step; this is a {trace.mode} trace")
+    if trace.mode == "ar":  # a hybrid run's draft steps are the sampler's own (its verified tokens pinned)
+        raise ValueError(f"walkthrough explains a sampler step; this is a {trace.mode} trace")
     if not 0 <= step_index < len(trace.steps):
         raise ValueError(f"step_index must be in [0, {len(trace.steps) - 1}], got {step_index}")
     rec = trace.steps[step_index]

@@ -1,0 +1,84 @@
+"""Learn's hybrid section: one verify round of a real recorded hybrid run, in four pictures.
+
+The draft (the sampler's argmax with the verified tokens pinned) → greedy AR's argmax under it (one
+causal encoder pass over the draft) → the accepted prefix → AR's own token at the first disagreement
+(dg.view.hybrid.verify_round). The round comes from the run picked in the Generate tab when it is a
+hybrid run; the button runs the race's three-term sum in hybrid mode (dg.engine, in turns with every
+other run), keeps it in the session's history and picks it.
+
+    python app.py   # then the Learn tab: one verify round
+"""
+
+import gradio as gr
+
+from dg.engine.runs import mode_run, prepare_run
+from dg.tiny.examples import SkillExamples
+from dg.ui.common import picker, refused_input
+from dg.ui.generate_tab import GenerateTab, run_meta
+from dg.view import hybrid
+
+RUN_TIMEOUT_S = 120.0  # the example's run waits at most this long for its turn and its passes
+INTRO = ("### Hybrid decoding: one verify round\nThe sampler drafts the canvas with every verified token pinned; "
+         "one causal encoder pass over the draft is AR itself (at each position, greedy AR's next token given the "
+         "draft before it). The round keeps the longest run of draft tokens equal to AR's and adds AR's own token at "
+         "the first disagreement, so the output is greedy AR's, token for token.")
+NOT_HYBRID = ("The run picked in the Generate tab is no hybrid run. Run the example below, or pick a hybrid run "
+              "(Generate with Mode: hybrid, or a race's hybrid lane).")
+
+
+def build(loaded, shared, generate: GenerateTab) -> None:
+    example = SkillExamples.load().race_example()
+    gr.Markdown(INTRO, elem_id="dg-learn-hybrid")
+    with gr.Row():
+        go = gr.Button(f"Run hybrid on “{example.prompt}”" + (" with thinking" if example.thinking else ""), scale=2,
+                       elem_id="dg-hybrid-go")
+        round_slider = gr.Slider(1, 2, value=1, step=1, label="Verify round", scale=3)
+    title = gr.Markdown(NOT_HYBRID, elem_id="dg-hybrid-title")
+    body = gr.HTML()
+    with gr.Accordion("This round's numbers (JSON)", open=False):
+        numbers = gr.JSON(label="numbers")
+
+    def view(kept, j):
+        stages = hybrid.verify_round(kept.trace, loaded.tokenizer, j)
+        html = "".join(f'<div class="dg-view"><div class="dg-title">{n + 1}. {s["title"]}</div></div>{s["html"]}'
+                       for n, s in enumerate(stages))
+        rnd = kept.trace.rounds[j]
+        head = (f"**{kept.label}** · verify round {j + 1} of {len(kept.trace.rounds)} (canvas {rnd.canvas + 1}) · "
+                f"{hybrid.round_label(kept.trace, _last_step(kept.trace, j)).strip(' ·')}")
+        return head, html, stages[0]["numbers"]
+
+    def pick(history, label):
+        """A newly picked run: its instructive round, the slider over its rounds."""
+        kept = history.run(label)
+        if kept is None or kept.trace.mode != "hybrid" or not kept.trace.rounds:
+            return gr.skip(), NOT_HYBRID, "", None
+        j, n = hybrid.instructive_round(kept.trace), len(kept.trace.rounds)
+        return gr.Slider(minimum=1, maximum=max(n, 2), value=j + 1), *view(kept, j)
+
+    def walk(history, label, r):
+        kept = history.run(label)
+        if kept is None or kept.trace.mode != "hybrid" or not kept.trace.rounds:
+            return NOT_HYBRID, "", None
+        return view(kept, min(max(int(r or 1), 1), len(kept.trace.rounds)) - 1)
+
+    def run_example(history):
+        with refused_input():
+            inputs, config, seed = prepare_run(loaded, example.prompt, None, example.thinking, 0, {})
+            run = mode_run(loaded, "hybrid", inputs, config, seed, label="hybrid").start()
+            if not run.wait(RUN_TIMEOUT_S) or run.error:
+                run.stop()
+                raise ValueError(run.error or f"the hybrid run did not finish in {RUN_TIMEOUT_S:g} s")
+        history = history.keep(example.prompt, run.snapshot(), " hybrid",
+                               run_meta(loaded, example.prompt, None, example.thinking, seed))
+        return history, picker(history)
+
+    go.click(run_example, shared.history, [shared.history, generate.picker], api_name="hybrid_round")
+    generate.picker.change(pick, [shared.history, generate.picker], [round_slider, title, body, numbers],
+                           api_visibility="private", show_progress="hidden")
+    round_slider.input(walk, [shared.history, generate.picker, round_slider], [title, body, numbers],
+                       api_visibility="private", show_progress="hidden")
+
+
+def _last_step(trace, j: int) -> int:
+    """The run step index whose draft round j verified."""
+    return (j + 1) * hybrid.draft_steps(trace) - 1
