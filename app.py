@@ -3,6 +3,7 @@
 The UI lives in dg/ui/ (one module per tab); this file only starts it.
 
     python app.py [--model DIR_OR_ID] [--ar-model DIR_OR_ID] [--port N] [--share]
+    python app.py --replicas N|MIN-MAX [--ray-address ADDR]   # Ray Serve replicas of the model
 """
 
 from dg.ui.app import main

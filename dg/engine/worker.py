@@ -96,7 +96,7 @@ class _Run:
         self.kinds = Counter()  # records delivered, by kind
         # each made record as (record or None at the end,) or (None, the exception it raised)
         self.ahead: deque[tuple] = deque()
-        self.delivered, self.clock, self.finished = 0, time.perf_counter(), False
+        self.clock, self.finished = time.perf_counter(), False
 
     def _make(self):
         self.rng.restore_rng()  # torch.manual_seed(seed) before the first record, else the state it left
@@ -136,18 +136,24 @@ class _Run:
         if record is None or record.kind == "end":
             self.finished = True
         elif record.kind in ("step", "token", "round"):
-            self.delivered += record.kind != "round"
             self.kinds[record.kind] += 1
         return record
 
     def _ended_before(self, dropped) -> RunEnd:
         """The "cancelled" end the run's generator gives when its stop is seen before `dropped`."""
         self.records.close()
-        if self.kinds["round"] or dropped.kind == "round":  # hybrid: the prefill, then a verify pass per round
-            return RunEnd("cancelled", 1 + self.kinds["round"], self.kinds["step"], time.perf_counter() - self.clock)
-        if dropped.kind == "step":  # the encoder ran once per canvas begun; the decoder once per step
-            return RunEnd("cancelled", dropped.canvas + 1, self.delivered, time.perf_counter() - self.clock)
-        return RunEnd("cancelled", self.delivered, 0, time.perf_counter() - self.clock)  # AR: a forward per token
+        return ended_before(dropped, self.kinds, self.clock)
+
+
+def ended_before(dropped, kinds: Counter, clock: float) -> RunEnd:
+    """The "cancelled" end a run's generator gives when its stop is seen before `dropped` (a step, an AR token
+    or a hybrid round made but not delivered); `kinds`: the records delivered before it, by kind; `clock`:
+    perf_counter() when the run began."""
+    if kinds["round"] or dropped.kind == "round":  # hybrid: the prefill, then a verify pass per round
+        return RunEnd("cancelled", 1 + kinds["round"], kinds["step"], time.perf_counter() - clock)
+    if dropped.kind == "step":  # the encoder ran once per canvas begun; the decoder once per step
+        return RunEnd("cancelled", dropped.canvas + 1, kinds["step"], time.perf_counter() - clock)
+    return RunEnd("cancelled", kinds["token"], 0, time.perf_counter() - clock)  # AR: a forward per token
 
 
 def _open(loaded, runs, run_id, mode, inputs, settings, seed, draft=None):
@@ -350,21 +356,8 @@ class WorkerProcess:
     def yield_cpu(self, increment: int = APP_NICE) -> None:
         """Make every thread of this (the app's) process but the spawner `increment` nicer, and so the
         threads they start later: the model process keeps its priority, so on busy cores the drawing
-        waits for the sampler, not the other way round. Linux sets a priority per thread; where there is
-        no /proc/self/task, the calling thread's; Windows has no nice levels."""
-        if not hasattr(os, "setpriority") or increment <= 0:
-            return
-        try:
-            tids = [int(t) for t in os.listdir("/proc/self/task")]
-        except OSError:
-            tids = [0]
-        for tid in tids:
-            if tid == self._spawner_tid:
-                continue
-            try:
-                os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + increment))
-            except OSError:
-                pass  # a thread that ended meanwhile
+        waits for the sampler, not the other way round (`yield_threads`)."""
+        yield_threads(increment, spare=self._spawner_tid)
 
     def close(self) -> None:
         """Ask the child to exit; terminate it if it does not within CLOSE_S."""
@@ -385,6 +378,25 @@ class WorkerProcess:
             proc.terminate()
             proc.join(CLOSE_S)
         conn.close()
+
+
+def yield_threads(increment: int = APP_NICE, spare: int | None = None) -> None:
+    """Make every thread of this process but `spare` (a native thread id) `increment` nicer, and so the threads
+    they start later. Linux sets a priority per thread; where there is no /proc/self/task, the calling
+    thread's; Windows has no nice levels."""
+    if not hasattr(os, "setpriority") or increment <= 0:
+        return
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        tids = [0]
+    for tid in tids:
+        if tid == spare:
+            continue
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + increment))
+        except OSError:
+            pass  # a thread that ended meanwhile
 
 
 @dataclass

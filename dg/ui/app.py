@@ -6,9 +6,12 @@ its own components and wires them to dg; `serve` starts it on a free local port 
 without either it takes 7860 or the next free port, and prints the URL. The app takes a model runner
 (dg.engine.runner): `main` runs the model in one worker process that serves every run
 (dg.engine.worker: the sampler never waits on the server's GIL); `--in-process` keeps it in a thread of
-the server's process, as `serve` does by default.
+the server's process, as `serve` does by default; `--replicas N` (or MIN-MAX, autoscaled) serves runs from
+Ray Serve replicas of the model (dg.engine.replicas), on a local Ray or the cluster at `--ray-address` /
+RAY_ADDRESS; without it nothing imports Ray.
 
     python app.py [--model DIR_OR_ID] [--ar-model DIR_OR_ID] [--port N] [--host ADDR] [--share] [--in-process]
+    python app.py --replicas 2-8 [--ray-address ADDR]
 """
 
 import argparse
@@ -23,6 +26,7 @@ from dg.engine import files
 from dg.ui import generate_tab, learn_tab, race_tab
 from dg.ui.common import RunState, guard_inputs
 from dg.engine.memory import MAX_SESSIONS
+from dg.engine.turns import TURNS
 from dg.engine.runner import InProcess
 from dg.engine.worker import start_worker
 from dg.loading import load_ar_model, share_cpu
@@ -67,10 +71,21 @@ def serve(loaded, ar_model=None, *, in_process: bool = True):
     """The app on `loaded` (dg.loading.load's) on a free local port, in this process; yields its URL and
     closes it afterwards. `in_process=False`: the model runs in a worker process loaded from `loaded.source`
     (dg.engine.worker), closed with the app."""
-    threads = torch.get_num_threads()
     loaded = InProcess.of(loaded) if in_process else start_worker(loaded.source, loaded.device)
     try:
-        demo = build_app(loaded, ar_model)
+        with serve_runner(loaded, ar_model) as url:
+            yield url
+    finally:
+        loaded.close()
+
+
+@contextmanager
+def serve_runner(runner, ar_model=None):
+    """The app on a runner already started (dg.engine.runner.Runner) on a free local port; yields its URL and
+    closes the app afterwards, leaving the runner open."""
+    threads = torch.get_num_threads()
+    try:
+        demo = build_app(runner, ar_model)
         port = free_port()
         demo.launch(prevent_thread_lock=True, server_port=port, quiet=True, **LAUNCH)
         try:
@@ -78,8 +93,17 @@ def serve(loaded, ar_model=None, *, in_process: bool = True):
         finally:
             demo.close()
     finally:
-        loaded.close()
         torch.set_num_threads(threads)
+
+
+def start_replicas(spec, model):
+    """The runner of Ray Serve replicas of `model` (dg.engine.replicas, the only import of Ray): the line gets
+    as many places per replica as one model has."""
+    from dg.engine import replicas
+
+    runner = replicas.start_replicas(spec, model)
+    TURNS.slots *= spec.max_replicas
+    return runner
 
 
 def main() -> None:
@@ -94,10 +118,21 @@ def main() -> None:
     parser.add_argument("--share", action="store_true")
     parser.add_argument("--in-process", action="store_true",
                         help="run the model in a thread of the server's process, not in its worker process")
+    parser.add_argument("--replicas", default=None, metavar="N|MIN-MAX",
+                        help="serve runs from N Ray Serve replicas of the model (MIN-MAX: autoscaled between them)")
+    parser.add_argument("--ray-address", default=None,
+                        help="the Ray cluster of --replicas (default: $RAY_ADDRESS, else a local Ray on 127.0.0.1)")
     args = parser.parse_args()
     loaded = None
-    try:  # the worker process loads first: a separate AR model goes where the diffusion model left room
-        loaded = InProcess.of(load(args.model)) if args.in_process else start_worker(args.model)
+    try:  # the model loads first: a separate AR model goes where the diffusion model left room
+        if args.ray_address and not args.replicas:
+            raise ValueError("--ray-address starts replicas there: give --replicas N too")
+        if args.replicas:
+            from dg.engine.replicas import ReplicaSpec
+
+            loaded = start_replicas(ReplicaSpec.parse(args.replicas, address=args.ray_address), args.model)
+        else:
+            loaded = InProcess.of(load(args.model)) if args.in_process else start_worker(args.model)
         ar_model = load_ar_model(args.ar_model) if args.ar_model else None
     except (FileNotFoundError, ValueError) as err:  # one line, exit code 2, as the CLI's bad input
         if loaded is not None:
