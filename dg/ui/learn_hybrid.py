@@ -43,8 +43,8 @@ def build(loaded, shared, generate: GenerateTab) -> None:
         html = "".join(f'<div class="dg-view"><div class="dg-title">{n + 1}. {s["title"]}</div></div>{s["html"]}'
                        for n, s in enumerate(stages))
         rnd = kept.trace.rounds[j]
-        head = (f"**{kept.label}** · verify round {j + 1} of {len(kept.trace.rounds)} (canvas {rnd.canvas + 1}) · "
-                f"{hybrid.round_label(kept.trace, _last_step(kept.trace, j)).strip(' ·')}")
+        head = (f"**{kept.label}** · verify round {j + 1} of {len(kept.trace.rounds)} (canvas {rnd.canvas + 1}): "
+                f"{hybrid.round_summary(kept.trace, j)}")
         return head, html, stages[0]["numbers"]
 
     def pick(history, label):
@@ -78,7 +78,3 @@ def build(loaded, shared, generate: GenerateTab) -> None:
     round_slider.input(walk, [shared.history, generate.picker, round_slider], [title, body, numbers],
                        api_visibility="private", show_progress="hidden")
 
-
-def _last_step(trace, j: int) -> int:
-    """The run step index whose draft round j verified."""
-    return (j + 1) * hybrid.draft_steps(trace) - 1

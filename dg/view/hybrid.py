@@ -95,13 +95,18 @@ def _own_token(v: dict) -> str:
     return "AR's own token starts the next canvas" if v["round"].bonus is not None else "the run ended"
 
 
+def round_summary(trace, j: int) -> str:
+    """'AR kept n draft tokens, + AR's own token': what round j gained."""
+    v = verdict(trace, j)
+    return f"AR kept {plural(len(v['agreed']), 'draft token')}, {_own_token(v)}"
+
+
 def round_label(trace, step_index: int) -> str:
     """' · verify round r: AR kept n draft tokens, + AR's own token', once the step's round has verified it."""
     j = round_index(trace, step_index)
     if j is None:
         return " · drafting: AR has not verified this draft yet"
-    v = verdict(trace, j)
-    return f" · verify round {j + 1}: AR kept {plural(len(v['agreed']), 'draft token')}, {_own_token(v)}"
+    return f" · verify round {j + 1}: {round_summary(trace, j)}"
 
 
 def round_facts(trace, step_index: int) -> dict:

@@ -75,7 +75,7 @@ CSS = """<style>
 .dg-committed-rows{margin-bottom:8px;opacity:.85}
 .dg-crow{margin:2px 0;line-height:1.7}
 .dg-clabel{font-size:11px;opacity:.75;margin-right:6px}
-.dg-tok{border-bottom:2px solid;padding:0 1px;margin-right:1px;white-space:pre}
+.dg-tok{display:inline-block;border-bottom:2px solid;padding:0 1px;margin-right:1px;white-space:pre}
 .dg-tok.dg-thought{border-bottom-style:dashed;font-style:italic}
 .dg-legend{display:flex;flex-wrap:wrap;gap:4px 14px;align-items:center}
 .dg-legend .dg-li{display:inline-flex;gap:5px;align-items:center}

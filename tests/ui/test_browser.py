@@ -1,7 +1,7 @@
 """A presenter's session in a real Chromium: the Learn tab and an export before any run, five examples back
 to back (one per skill: mixed step counts, a picture, thinking, one in slow motion), the replay and inspector, the
-presenter view, a race, the Learn walkthrough and an export after them, then the page at 1024 px and in
-dark mode. At no point may an error toast appear; every answer must be readable off the canvas cells
+presenter view, a hybrid run (its verify rounds in their colours), a three-lane race, the Learn walkthrough, a
+verify round and an export after them, then the page at 1024 px and in dark mode. At no point may an error toast appear; every answer must be readable off the canvas cells
 (no cell cuts its token). Screenshots of each view go to $DG_TEST_ARTIFACTS (default runs/test-artifacts/
 browser/), for a person to look at.
 
@@ -20,6 +20,7 @@ import pytest
 from dg.loading import EMBEDDED_MODEL, load
 from dg.ui.app import serve
 from dg.tiny.examples import SkillExamples
+from dg.view.theme import STATE_COLORS
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -117,6 +118,15 @@ def assert_readable(page) -> None:
     assert normalised(answer) in normalised(page.evaluate(CANVAS_TEXT).replace("␣", "").replace("⏎", ""))
 
 
+def cell_border(page, state: str) -> str:
+    """The computed border colour of the first canvas cell in `state` (as rgb(...))."""
+    return page.evaluate(f"() => getComputedStyle(document.querySelector('#dg-canvas .dg-{state}')).borderTopColor")
+
+
+def rgb(hex_color: str) -> str:
+    return "rgb({}, {}, {})".format(*(int(hex_color[i:i + 2], 16) for i in (1, 3, 5)))
+
+
 def shown_step(page) -> tuple[int, ...]:
     return tuple(int(g) for g in STEP_LABEL.search(page.locator("#dg-canvas").inner_text()).groups())
 
@@ -180,12 +190,30 @@ def test_a_presenters_session_shows_no_error_and_every_answer_reads_off_the_canv
     page.screenshot(path=str(artifacts / "05-presenter.png"))
     page.get_by_label("Presenter view").uncheck()
 
-    # a race on the default prompt (a long-answer skill): one line says who won and checks both answers
+    # hybrid: the race's three-term sum, its first verify round's draft in the theme's colours
+    race_row = next(row for row in SkillExamples.load().rows if row == SkillExamples.load().race_example())
+    page.locator("#dg-mode").get_by_label("hybrid").check()
+    status = generate_example(page, race_row)
+    assert status.startswith("Done") and "verify round" in status, status
+    assert_readable(page)
+    slider.focus()
+    slider.press("Home")
+    page.wait_for_function("() => /run step 1 of .*verify round 1/.test(document.querySelector('#dg-canvas').innerText)",
+                           timeout=15_000)
+    for state in ("verified", "agreed", "bonus", "rejected"):
+        assert cell_border(page, state) == rgb(STATE_COLORS[state]), state
+    page.locator("#dg-canvas").scroll_into_view_if_needed()
+    page.screenshot(path=str(artifacts / "06-hybrid.png"))
+    page.locator("#dg-mode").get_by_label("diffusion").check()
+
+    # a three-lane race on the default prompt (that sum, thinking on): one line names the fastest correct lane
     page.get_by_role("tab", name="Race").click()
     page.get_by_role("button", name="Race", exact=True).click()
     result = page.locator("#dg-race-result")
-    result.get_by_text(re.compile("wins|No winner")).wait_for(timeout=120_000)
-    assert "Speedup" in result.inner_text() and "Reference answer" in result.inner_text()
+    result.get_by_text(re.compile("wins|No winner|No lane is right")).wait_for(timeout=120_000)
+    line = result.inner_text()
+    assert "Speed (effective tok/s): diffusion" in line and "hybrid" in line and "Reference answer" in line, line
+    assert re.search(r"AR ([✓✗]), hybrid \1", line), line  # hybrid's tokens are AR's: both right or both wrong
     page.screenshot(path=str(artifacts / "06-race.png"), full_page=True)
 
     # the Learn walkthrough of the newest Generate run, as pictures; then an export of it
@@ -194,6 +222,10 @@ def test_a_presenters_session_shows_no_error_and_every_answer_reads_off_the_canv
     page.get_by_label("sort_bound").check()
     page.locator("svg.dg-fig").first.wait_for(timeout=10_000)
     page.screenshot(path=str(artifacts / "07-learn.png"), full_page=True)
+    page.locator("#dg-hybrid-go").click()
+    page.locator("#dg-hybrid-title").get_by_text(re.compile(r"verify round \d+ of \d+")).wait_for(timeout=60_000)
+    page.locator("#dg-hybrid-title").scroll_into_view_if_needed()
+    page.screenshot(path=str(artifacts / "07-learn-verify-round.png"))
     page.get_by_role("button", name="Export trace JSON, animated GIF and HTML replay").click()
     page.get_by_text(re.compile("^Exported")).wait_for(timeout=60_000)
     for name in ("trace.json", "run.gif", "replay.html"):
