@@ -1,0 +1,184 @@
+"""Many viewers at once on Ray Serve replicas: the same load against 1, 2, … replicas, and with one killed.
+
+`--users` viewers each start `--runs` seeded runs of the embedded model's example prompts one after another,
+all at once, through the engine as the app drives it (dg.engine.runs live runs, the line and turns of
+dg.engine.turns, here in this process: the front end's share of the cores), served by replicas of
+dg.engine.replicas on a local Ray. Per replica count: aggregate runs/s and tokens/s, p50 / p95 / max latency
+(start to last record, waiting in line included), runs failed, and whether every run's tokens equal its solo
+run (the same prompt and seed run headless here first, before any replica holds the model). `--kill`: the
+same load on the largest count with one replica killed (SIGKILL) once a quarter of the runs have ended:
+which runs failed, whether each failed in one line on the killed replica, and whether the rest completed.
+The last line is the JSON of it all.
+
+    python -m dg.bench.serve --users 16 --runs 3 --replicas 1,2 --kill
+"""
+
+import argparse
+import gc
+import json
+import os
+import signal
+import statistics
+import threading
+import time
+from dataclasses import dataclass
+
+import torch
+
+from dg.bench.common import format_table
+from dg.engine import runs as live
+from dg.engine.turns import TURNS
+from dg.loading import load
+from dg.prompts import build_inputs
+from dg.sampler import generate_diffusion
+from dg.tiny.examples import SKILL_GROUP, load_rows
+
+KILL_AFTER = 0.25  # the share of the load's runs that end before a replica is killed
+P95 = 0.95
+
+
+@dataclass
+class Done:
+    """One run of the load as a viewer saw it."""
+
+    user: int
+    prompt: int  # index into the load's prompts
+    seed: int
+    seconds: float  # started to finished, waiting in line included
+    tokens: list[int]
+    replica: str | None  # the replica its RunStart names
+    error: str | None
+
+
+def prompts(processor, count: int) -> list[dict]:
+    """Inputs of the first `count` shipped skill examples without a picture (dg.tiny.examples)."""
+    rows = [row for row in load_rows()[SKILL_GROUP] if row.image is None][:count]
+    return [build_inputs(processor, row.prompt, thinking=row.thinking) for row in rows]
+
+
+def solo_tokens(model, load_inputs: list[dict], config, seeds: set[tuple[int, int]]) -> dict:
+    """(prompt, seed) → the tokens of that run headless: torch.manual_seed(seed), then the sampler."""
+    out = {}
+    for p, seed in sorted(seeds):
+        torch.manual_seed(seed)
+        out[(p, seed)] = generate_diffusion(model, load_inputs[p], config).token_ids
+    return out
+
+
+def viewer(runner, load_inputs, config, user: int, runs: int, out: list, lock: threading.Lock) -> None:
+    for i in range(runs):
+        p, seed = (user + i) % len(load_inputs), user * runs + i
+        t0 = time.perf_counter()
+        # inputs of its own, as each Generate builds them: runs given one inputs dict share a replica (A/B)
+        run = live.diffusion_run(runner, dict(load_inputs[p]), config, seed).start()
+        run.wait()
+        trace = run.snapshot()
+        replica = trace.start.config.get("replica") if trace.start else None
+        with lock:
+            out.append(Done(user, p, seed, time.perf_counter() - t0, list(trace.token_ids), replica, run.error))
+
+
+def kill_a_replica(runner, done: list, total: int) -> dict:
+    """Once KILL_AFTER of the load's runs ended, SIGKILL the replica serving the most open runs."""
+    from dg.engine.routing import PLACEMENT
+
+    while len(done) < KILL_AFTER * total:
+        time.sleep(0.01)
+    open_runs = PLACEMENT.load()
+    target = max(open_runs, key=open_runs.get)
+    hello = runner.replicas.handle.hello.remote(route=("replica", target)).result()
+    os.kill(hello["pid"], signal.SIGKILL)
+    return {"name": hello["name"], "open_runs": open_runs[target], "after_runs": len(done)}
+
+
+def one_load(spec, model, load_inputs, config, users: int, runs: int, kill: bool) -> tuple[list[Done], float, dict]:
+    """The load on fresh replicas of `spec`; (runs, wall seconds, the kill's facts or {})."""
+    from dg.engine.replicas import start_replicas
+
+    runner = start_replicas(spec, model)
+    slots = TURNS.slots
+    TURNS.slots = slots * spec.max_replicas  # as python app.py --replicas gives the line
+    try:
+        live.diffusion_run(runner, dict(load_inputs[0]), config, 0).start().wait()  # a first run, untimed
+        done, lock = [], threading.Lock()
+        threads = [threading.Thread(target=viewer, args=(runner, load_inputs, config, u, runs, done, lock))
+                   for u in range(users)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        killed = kill_a_replica(runner, done, users * runs) if kill else {}
+        for t in threads:
+            t.join()
+        return done, time.perf_counter() - t0, killed
+    finally:
+        TURNS.slots = slots
+        runner.close()
+
+
+def summarize(done: list[Done], wall: float, solo: dict) -> dict:
+    ok = [d for d in done if d.error is None]
+    seconds = sorted(d.seconds for d in ok) or [float("nan")]
+    return {"runs": len(done), "failed": len(done) - len(ok), "wall_s": round(wall, 3),
+            "runs_per_s": round(len(ok) / wall, 3), "tokens_per_s": round(sum(len(d.tokens) for d in ok) / wall, 1),
+            "p50_s": round(statistics.median(seconds), 3),
+            "p95_s": round(seconds[min(len(seconds) - 1, int(P95 * len(seconds)))], 3), "max_s": round(seconds[-1], 3),
+            "equal_to_solo": all(d.tokens == solo[(d.prompt, d.seed)] for d in ok),
+            "runs_by_replica": {r: sum(d.replica == r for d in done) for r in sorted({str(d.replica) for d in done})}}
+
+
+def kill_facts(done: list[Done], killed: dict) -> dict:
+    failed = [d for d in done if d.error is not None]
+    return {**killed, "failed": len(failed), "completed": len(done) - len(failed),
+            "failed_only_on_killed": all(d.replica == killed["name"] for d in failed),
+            "each_failure_one_line": all("\n" not in d.error and killed["name"] in d.error for d in failed),
+            "errors": sorted({d.error for d in failed})[:3]}
+
+
+def main(argv=None) -> None:
+    from dg.engine.replicas import ReplicaSpec
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=None, help="default: the embedded tiny model")
+    parser.add_argument("--users", type=int, default=16)
+    parser.add_argument("--runs", type=int, default=3, help="runs per user, one after another")
+    parser.add_argument("--replicas", default="1,2", help="replica counts to compare, e.g. 1,2")
+    parser.add_argument("--kill", action="store_true", help="then the load on the largest count with a replica killed")
+    parser.add_argument("--cpus", type=float, default=1.0, help="Ray CPUs each replica reserves")
+    args = parser.parse_args(argv)
+    counts = [int(n) for n in args.replicas.split(",")]
+    if args.users < 1 or args.runs < 1 or min(counts) < 1 or (args.kill and max(counts) < 2):
+        parser.error(f"--users, --runs and --replicas must be >= 1 (and --kill needs 2 replicas), got "
+                     f"{args.users}, {args.runs}, {args.replicas}")
+
+    torch.set_num_threads(1)  # as a replica runs: the same float sums, so the same tokens
+    local = load(args.model)
+    load_inputs, config = prompts(local.processor, args.users), local.sampler_config
+    seeds = {((u + i) % len(load_inputs), u * args.runs + i) for u in range(args.users) for i in range(args.runs)}
+    solo = solo_tokens(local.model, load_inputs, config, seeds)
+    model = local.source
+    del local
+    gc.collect()  # one copy of the model at a time: the replicas load their own
+
+    result = {"users": args.users, "runs_per_user": args.runs, "cpu_count": os.cpu_count(), "by_replicas": {}}
+    for n in counts:
+        done, wall, _ = one_load(ReplicaSpec(n, n, cpus=args.cpus), model, load_inputs, config, args.users,
+                                 args.runs, kill=False)
+        result["by_replicas"][n] = summarize(done, wall, solo)
+    if len(counts) > 1:
+        low, high = result["by_replicas"][min(counts)], result["by_replicas"][max(counts)]
+        result["runs_per_s_ratio"] = round(high["runs_per_s"] / low["runs_per_s"], 3)
+        result["p95_lower"] = high["p95_s"] < low["p95_s"]
+    if args.kill:
+        n = max(counts)
+        done, wall, killed = one_load(ReplicaSpec(n, n, cpus=args.cpus), model, load_inputs, config, args.users,
+                                      args.runs, kill=True)
+        result["kill"] = {"replicas": n, **summarize(done, wall, solo), **kill_facts(done, killed)}
+    rows = [{"replicas": n, **{k: v for k, v in r.items() if k != "runs_by_replica"}}
+            for n, r in result["by_replicas"].items()]
+    print(format_table(rows, ["replicas", "runs", "failed", "runs_per_s", "tokens_per_s", "p50_s", "p95_s", "max_s",
+                              "equal_to_solo"]))
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
