@@ -190,7 +190,7 @@ def _results(ab) -> Results:
     with gr.Row():
         heat, settle = gr.Plot(label="Entropy heatmap"), gr.Plot(label="Settle step")
     with gr.Row():
-        accepted, timeline = gr.Plot(label="Accepted per step"), gr.Plot(label="Canvas timeline")
+        accepted, timeline = gr.Plot(label="Accepted per step"), gr.Plot(label=modes.FOURTH_PLOT)
     trace_file = gr.File(label="Trace of the selected run (JSON)", interactive=False)
     return Results(*ab, [heat, settle, accepted, timeline], trace_file)
 

@@ -17,7 +17,7 @@ from dg.view import plots
 CHOICES = {"diffusion": "diffusion", "hybrid": "hybrid", "AR": "ar"}  # shown name → dg.engine.runner mode
 HELP = ("diffusion: the entropy-bound sampler, a canvas at a time · hybrid: the sampler drafts, AR verifies "
         "(greedy AR's tokens, each round coloured) · AR: one token per forward, same weights")
-TIMELINE, PER_ROUND = "Canvas timeline", "Tokens per verify round"  # the fourth plot's label by mode
+FOURTH_PLOT = "Canvas timeline (a hybrid run: tokens per verify round)"
 
 
 def selector() -> gr.Radio:
@@ -33,6 +33,5 @@ def start(loaded, shown: str, inputs: dict, config, seed: int) -> LiveRun:
 
 
 def figures(trace, tokenizer) -> tuple:
-    """The four plots of a run, the last one labelled for what it shows."""
-    *first, last = plots.run_figures(trace, tokenizer)
-    return (*first, gr.Plot(last, label=PER_ROUND if trace.mode == "hybrid" else TIMELINE))
+    """The four plots of a run (dg.view.plots.run_figures: the last one by mode)."""
+    return tuple(plots.run_figures(trace, tokenizer))

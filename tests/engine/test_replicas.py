@@ -117,13 +117,13 @@ def test_runs_at_once_go_to_the_least_loaded_replica_and_a_race_or_an_a_b_pair_s
         pair = [live.diffusion_run(hosted, inputs, long_config, seed, label=label).start()
                 for seed, label in ((3, "A"), (3, "B"))]  # as A/B starts them: one inputs dict
         race = start_race(hosted, "", inputs=inputs, config=long_config, seed=4)
-        for runs in (pair, [race.diffusion, race.ar]):
+        for runs in (pair, list(race.lanes.values())):
             deadline = time.time() + 60
             while any(r.snapshot().start is None for r in runs):
                 assert time.time() < deadline
                 time.sleep(0.005)
             assert len({r.snapshot().start.config["replica"] for r in runs}) == 1
-        for run in (*pair, race.diffusion, race.ar):
+        for run in (*pair, *race.lanes.values()):
             run.stop()
     finally:
         first.stop(), second.stop()

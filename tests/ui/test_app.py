@@ -20,7 +20,8 @@ SLOW = dict(max_denoising_steps=128, max_new_tokens=256)
 # outputs of /generate, in order (gr.State is not part of the API)
 CANVAS, PANEL, TEXT, STATUS, STEP, INSPECTOR, TRACE_FILE, PICKER = range(8)
 # outputs of /race
-D_CANVAS, D_STATS, D_TEXT, A_CANVAS, A_STATS, A_TEXT, RACE_STATUS, RACE_CHART, SPEEDUP, RACE_PICKER = range(10)
+D_CANVAS, D_STATS, D_TEXT, A_CANVAS, A_STATS, A_TEXT, H_CANVAS, H_STATS, H_TEXT, RACE_STATUS, RACE_CHART, VERDICT, \
+    RACE_PICKER = range(13)
 
 
 @pytest.fixture
@@ -114,14 +115,15 @@ def test_stop_ends_the_run_half_way_and_keeps_its_partial_replay(client):
     assert client.predict(api_name="/stop") == "Nothing is running."
 
 
-def test_race_returns_both_sides_with_their_forward_passes_and_a_chart(client):
+def test_race_returns_three_lanes_with_their_forward_passes_and_a_chart(client):
     out = client.predict(prompt="What is 12 + 30?", thinking=False, seed=0, api_name="/race", **FAST)
-    for stats in (out[D_STATS], out[A_STATS]):
+    for stats in (out[D_STATS], out[A_STATS], out[H_STATS]):
         passes = int(re.search(r"\| forward passes \| (\d+) \|", stats).group(1))
         assert passes > 0
     assert "data-pos" in "".join(out[D_CANVAS]) and "AR ·" in "".join(out[A_CANVAS])
+    assert "verify round" in "".join(out[H_CANVAS])
     assert out[RACE_STATUS] == "finished" and out[RACE_CHART]["type"] == "plotly"
-    assert "Speedup" in out[SPEEDUP]
+    assert "wins" in out[VERDICT] and "Speed (effective tok/s)" in out[VERDICT]
 
 
 def test_ab_runs_the_same_prompt_and_seed_with_one_knob_changed(client):
