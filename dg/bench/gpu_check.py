@@ -1,4 +1,4 @@
-"""The prepared GPU check: one command, at most 6 minutes on one H100/H200, one JSON file.
+"""The prepared GPU check: one command, at most 6 minutes 40 s on one H100/H200, one JSON file.
 
     bash scripts/gpu-check.sh runs/gpu-check --wheels DIR    # python -m dg.bench.gpu_check --out runs/gpu-check
     python -m dg.bench.gpu_check --out runs/smoke --smoke    # the same code on the CPU at tiny shapes
@@ -14,7 +14,9 @@ this Python lacks is not run, and one line says what to carry):
 3. `sampler`: DiffusionGemma 26B-A4B, random weights (`dg.bench.device`), 12 steps per canvas: tokens/s,
    ms per step, and the step split into decoder forward / sampling / recording; AR on the same weights;
 4. `compiled`: the same model again, diffusion and AR on a static KV cache with compiled passes
-   (`dg.passes.use_fast_paths`, CUDA graphs), compile time apart; the summary takes the faster AR.
+   (`dg.passes.use_fast_paths`, CUDA graphs), compile time apart; the summary takes the faster AR;
+5. `replicas`: one Ray Serve replica of the embedded model per visible GPU, a run on each
+   (dg.bench.replica_check; in a smoke check one line says it does not apply).
 
 OUT/gpu-check.json: `ok`, `mode` ("gpu" | "smoke"), `started`, `wall_s`, `device` (name, datasheet peak
 bandwidth or null), `versions` (python, torch, triton, transformers, cuda, commit, the carried wheels and
@@ -44,13 +46,14 @@ import torch
 
 from dg.bench.common import fmt, timed
 from dg.bench.device import peak_bandwidth_gb_s, require_cuda
+from dg.bench.replica_check import replicas_part
 from dg.bench.stack import device_info, missing_needs, versions
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT_NAME = "gpu-check.json"
-TOTAL_BUDGET_S = 360  # the promise: the whole check within 6 minutes, so a second try fits a 15-minute lease
+TOTAL_BUDGET_S = 400  # the promise: the whole check within 6 min 40 s, so a second try fits a 15-minute lease
 START_OVERHEAD_S = 30  # the parent's own imports, device queries, installing carried wheels, writing the report
-PART_LIMITS_S = {"kernel_tests": 90, "sampling_step": 50, "sampler": 90, "compiled": 100}
+PART_LIMITS_S = {"kernel_tests": 90, "sampling_step": 50, "sampler": 90, "compiled": 100, "replicas": 40}
 SMOKE_KERNEL_TESTS = "acceptance_equals_entropy_bound_mask or launcher_rejects or looser_entropy_bound"
 CLEAR_MARGIN = 1.0  # logits of lead for every argmax: far more than one bf16 rounding step of the scaled logits
 ONE_HOT_MARGIN = 120.0  # logits of lead that make softmax(logits / τ) exactly one-hot in float32 for τ <= 1
@@ -88,7 +91,7 @@ class CheckPlan:
     def for_smoke(cls) -> "CheckPlan":
         return cls(smoke=True, step_shape=(1, 16, 512), step_repeats=3, copy_mb=16, kernel_tests=SMOKE_KERNEL_TESTS,
                    steps_per_canvas=2, canvases=2, prompt_length=12, ar_tokens=4, compile="eager",
-                   limits_s={"kernel_tests": 60, "sampling_step": 60, "sampler": 60, "compiled": 60})
+                   limits_s={"kernel_tests": 60, "sampling_step": 60, "sampler": 60, "compiled": 60, "replicas": 60})
 
 
 # Part 2: the sampling step, fused vs torch.
@@ -210,7 +213,7 @@ def _device_check(plan: CheckPlan, device, mode: str) -> tuple[dict, str | None]
 
 
 CHILD_PARTS = {"sampling_step": sampling_step_part, "sampler": partial(_device_check, mode="eager"),
-               "compiled": partial(_device_check, mode="compiled")}
+               "compiled": partial(_device_check, mode="compiled"), "replicas": replicas_part}
 
 
 def run_child(part: str, plan: CheckPlan, result_path: Path) -> int:
@@ -335,6 +338,12 @@ def describe(name: str, result: dict) -> list[str]:
                          f" / {fmt(d['triton'].get('record_ms'))} ms; "
                          f"{'same' if d['agreement']['agree'] else 'DIFFERENT'} accepted positions and tokens")
         return lines
+    if name == "replicas":
+        if not result["applicable"]:
+            return [result["reason"]]
+        return [f"{result['description']}: up in {fmt(result['start_s'])} s, {fmt(result['tokens_per_s'], '.4g')} tok/s "
+                f"over {result['gpus']} runs at once"] + [f"{r['replica']}: {r['finish']} in {fmt(r['seconds'])} s"
+                                                          for r in result["runs"]]
     if name == "compiled":
         result = result["compiled"]
     lines = [f"{r['backend']} sampling, {r['fast_paths']}: {fmt(r['tps'], '.4g')} tok/s, {fmt(r['ms_per_step'])} "

@@ -17,7 +17,7 @@ from dg.bench.gpu_check import CheckPlan, designed_logits, main, run_part
 from dg.kernels.reference import sample_step_torch
 
 ROOT = gpu_check.ROOT
-PARTS = {"kernel_tests", "sampling_step", "sampler", "compiled"}
+PARTS = {"kernel_tests", "sampling_step", "sampler", "compiled", "replicas"}
 PROBE_WHEEL = "dgprobe-1.0-py3-none-any.whl"
 
 
@@ -150,12 +150,12 @@ def test_a_part_whose_checks_fail_keeps_its_result_and_says_why():
     assert record["error"] == "the fused and torch steps disagree" and "measured" in record["log_tail"]
 
 
-def test_the_full_plan_fits_six_minutes_and_an_oversized_one_is_refused():
+def test_the_full_plan_fits_its_budget_and_an_oversized_one_is_refused():
     plan = CheckPlan()
     assert plan.step_shape == (1, 256, 262_144) and plan.steps_per_canvas == 12 and plan.kernel_tests is None
-    assert sum(plan.limits_s.values()) + gpu_check.START_OVERHEAD_S <= gpu_check.TOTAL_BUDGET_S == 360
+    assert sum(plan.limits_s.values()) + gpu_check.START_OVERHEAD_S <= gpu_check.TOTAL_BUDGET_S == 400
     with pytest.raises(ValueError, match="budget"):
-        CheckPlan(limits_s={"kernel_tests": 150, "sampling_step": 50, "sampler": 90, "compiled": 100})
+        CheckPlan(limits_s={"kernel_tests": 150, "sampling_step": 50, "sampler": 90, "compiled": 100, "replicas": 40})
     with pytest.raises(ValueError, match="steps_per_canvas must be >= 2, got 1"):
         CheckPlan(steps_per_canvas=1)
 
