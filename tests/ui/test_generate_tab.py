@@ -96,8 +96,12 @@ def test_the_released_models_examples_show_for_another_model_and_hide_for_the_em
 
 
 def test_hybrid_mode_colours_each_verify_round_and_its_replay_and_plots_follow_it(client):
-    final = client.predict(prompt="What is 12 + 30?", image=None, thinking=False, seed=0, mode="hybrid",
-                           api_name="/generate", **FAST)
+    job = client.submit(prompt="What is 12 + 30?", image=None, thinking=False, seed=0, mode="hybrid", pace_ms=50,
+                        api_name="/generate", **FAST)
+    final = job.result(timeout=120)
+    frames = ["".join(out[CANVAS]) for out in job.outputs()[:-1] if isinstance(out[CANVAS], list)]
+    shown = [int(m.group(1)) for m in map(RUN_STEP.search, frames) if m]
+    assert shown == sorted(shown) and any("verify round" in f for f in frames)  # slow motion, round by round
     assert final[STATUS].startswith("**Done**") and "verify round" in final[STATUS]
     assert re.search(r'dg-cell dg-(agreed|bonus|rejected)', "".join(final[CANVAS]))
     assert "verify round" in final[PANEL]
