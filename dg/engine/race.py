@@ -162,7 +162,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Race diffusion, AR and hybrid on one prompt and print every lane.")
     parser.add_argument("--model", default=None)
     parser.add_argument("--ar-model", default=None, help="a separate causal LM for the AR lane")
-    parser.add_argument("--prompt", default=None, help="default: a sum of three numbers, thinking on (dg.tiny.examples)")
+    parser.add_argument("--prompt", default=None,
+                        help="default: a sum of three numbers, thinking on (dg.tiny.examples)")
     parser.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=None,
                         help="default: on for the default prompt, off for one given with --prompt")
     parser.add_argument("--seed", type=int, default=0)

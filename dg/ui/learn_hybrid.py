@@ -30,8 +30,8 @@ def build(loaded, shared, generate: GenerateTab) -> None:
     example = SkillExamples.load().race_example()
     gr.Markdown(INTRO, elem_id="dg-learn-hybrid")
     with gr.Row():
-        go = gr.Button(f"Run hybrid on “{example.prompt}”" + (" with thinking" if example.thinking else ""), scale=2,
-                       elem_id="dg-hybrid-go")
+        go = gr.Button(f"Run hybrid on “{example.prompt}”" + (" with thinking" if example.thinking else ""),
+                       scale=2, elem_id="dg-hybrid-go")
         round_slider = gr.Slider(1, 2, value=1, step=1, label="Verify round", scale=3)
     title = gr.Markdown(NOT_HYBRID, elem_id="dg-hybrid-title")
     body = gr.HTML()

@@ -188,7 +188,8 @@ def verify_round(trace, tokenizer, j: int) -> list[dict]:
                    "in the next round's draft. The output is greedy AR's, token for token."))
     numbers = {"round": j + 1, "canvas": rnd.canvas + 1, "held": held, "accepted": len(agreed),
                "bonus": rnd.bonus, "first_disagreement": first if first < len(draft) else None,
-               "ar_topk": [[token_piece(tokenizer, t), round(float(p), 4)] for t, p in zip(rnd.topk_ids, rnd.topk_probs)]}
+               "ar_topk": [[token_piece(tokenizer, t), round(float(p), 4)]
+                           for t, p in zip(rnd.topk_ids, rnd.topk_probs)]}
     return [{"stage": name, "title": title, "numbers": numbers,
              "html": f'<div class="dg-view">{picture}<div class="dg-muted">{esc(caption)}</div></div>'}
             for name, title, picture, caption in stages]

@@ -154,7 +154,8 @@ def tokens_per_round(trace) -> go.Figure:
         return _empty("Tokens per verify round", "no verify round: a hybrid run has them")
     verdicts = [hybrid.verdict(trace, j) for j in range(len(trace.rounds))]
     x = list(range(1, len(verdicts) + 1))
-    labels = [f"round {j}: canvas {v['round'].canvas + 1}, {v['round'].held} verified before" for j, v in zip(x, verdicts)]
+    labels = [f"round {j}: canvas {v['round'].canvas + 1}, {v['round'].held} verified before"
+              for j, v in zip(x, verdicts)]
     kept = [len(v["agreed"]) for v in verdicts]
     own = [int(v["bonus"] is not None or v["round"].bonus is not None) for v in verdicts]
     rejected = [max(len(v["round"].draft) - v["round"].held - k - o, 0) for v, k, o in zip(verdicts, kept, own)]
@@ -193,7 +194,8 @@ def race_points(trace) -> tuple[list[float], list[int]]:
 
 
 RACE_LANES = {"diffusion": ("diffusion (per canvas)", STATE_COLORS["accepted"], "lines+markers"),
-              "AR": ("AR (per token)", AR_COLOR, "lines"), "hybrid": ("hybrid (per verify round)", HYBRID_COLOR, "lines")}
+              "AR": ("AR (per token)", AR_COLOR, "lines"),
+              "hybrid": ("hybrid (per verify round)", HYBRID_COLOR, "lines")}  # lane → legend, colour, plotly mode
 
 
 def race_chart(lanes: dict) -> go.Figure:

@@ -239,7 +239,8 @@ def _run_so_far(trace, pending_canvas: int | None = None) -> str:
     parts = [_kv("elapsed", f'{m["wall_s"]:.2f} s'), _kv("steps", m["total_steps"]),
              _kv("NFE", m["nfe"], "decoder + encoder forwards"), _kv("tokens committed", m["tokens"])]
     if m["tokens"]:
-        tpf = "tokens / NFE: hybrid counts every pass" if trace.mode == "hybrid" else "tokens / (steps + K − 1), report §3.4"
+        tpf = ("tokens / NFE: hybrid counts every pass" if trace.mode == "hybrid"
+               else "tokens / (steps + K − 1), report §3.4")
         parts += [_kv("TPF", f'{m["tpf"]:.2f}', tpf),
                   _kv("tok/s", f'{m["effective_tok_s"]:.1f}', "committed tokens / elapsed")]
     elif pending_canvas is not None:
@@ -273,7 +274,8 @@ def step_panel_html(trace, step_index: int | None = None) -> str:
              _kv("stable", "yes" if rec.stable else "no")]
     if trace.mode == "hybrid":
         facts = [_kv(k, v) for k, v in hybrid.round_facts(trace, i).items()]
-        parts += [_group("verify round"), *(facts or ['<span class="dg-muted">AR has not verified this draft yet</span>'])]
+        waiting = '<span class="dg-muted">AR has not verified this draft yet</span>'
+        parts += [_group("verify round"), *(facts or [waiting])]
     canvas = next((c for c in trace.canvases if c.canvas == rec.canvas), None)
     if rec.stop_reason:
         parts.append(_badge(STOP_LABELS.get(rec.stop_reason, rec.stop_reason), STATE_COLORS["committed"]))

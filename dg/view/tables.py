@@ -40,7 +40,9 @@ def side_stats(trace: Trace) -> dict:
     """What each side of the race shows: forward passes, TTFT, effective tok/s, TPF (report §3.4). Both
     sides count tokens the same way: pad is never output (dg.trace)."""
     m = trace.metrics()
-    rounds = {"verify rounds": m["rounds"], "tokens / round": round(m["tokens_per_round"], 1)} if trace.mode == "hybrid" else {}
+    rounds = {}
+    if trace.mode == "hybrid":
+        rounds = {"verify rounds": m["rounds"], "tokens / round": round(m["tokens_per_round"], 1)}
     return {"forward passes": m["nfe"], "tokens": m["tokens"],
             "TTFT (s)": "—" if m["ttft_s"] is None else round(m["ttft_s"], 3),
             "tok/s": round(m["effective_tok_s"], 1), "TPF": round(m["tpf"], 2), **rounds,
@@ -78,7 +80,8 @@ def verdict(lanes: dict, checks: dict | None = None) -> str:
         head = f"**{fastest[0].upper() + fastest[1:]} wins**: {what}{over}."
     stopped = any(t.end is not None and t.end.finish_reason == "cancelled" for t in lanes.values())
     speeds = ", ".join(f"{name} {rates[name]:.1f}" for name in lanes)
-    ratios = ", ".join(f"{name} {rates[name] / ar:.2f}×" for name in lanes if name != "AR" and ar > 0 and rates[name] > 0)
+    ratios = ", ".join(f"{name} {rates[name] / ar:.2f}×" for name in lanes
+                       if name != "AR" and ar > 0 and rates[name] > 0)
     line = [("Stopped before the end. " if stopped else "") + head,
             f"Speed (effective tok/s): {speeds}" + (f"; over AR: {ratios}." if ratios else ".")]
     if checks:

@@ -1,9 +1,9 @@
 """A presenter's session in a real Chromium: the Learn tab and an export before any run, five examples back
 to back (one per skill: mixed step counts, a picture, thinking, one in slow motion), the replay and inspector, the
 presenter view, a hybrid run (its verify rounds in their colours), a three-lane race, the Learn walkthrough, a
-verify round and an export after them, then the page at 1024 px and in dark mode. At no point may an error toast appear; every answer must be readable off the canvas cells
-(no cell cuts its token). Screenshots of each view go to $DG_TEST_ARTIFACTS (default runs/test-artifacts/
-browser/), for a person to look at.
+verify round and an export after them, then the page at 1024 px and in dark mode. At no point may an error toast
+appear; every answer must be readable off the canvas cells (no cell cuts its token). Screenshots of each view go
+to $DG_TEST_ARTIFACTS (default runs/test-artifacts/browser/), for a person to look at.
 
 Uses the embedded tiny model when it is in the repo, else the random test checkpoint. Needs Debian's
 /usr/bin/chromium (never `playwright install`); skipped with the reason when it is missing.
@@ -198,8 +198,8 @@ def test_a_presenters_session_shows_no_error_and_every_answer_reads_off_the_canv
     assert_readable(page)
     slider.focus()
     slider.press("Home")
-    page.wait_for_function("() => /run step 1 of .*verify round 1/.test(document.querySelector('#dg-canvas').innerText)",
-                           timeout=15_000)
+    first_round = "() => /run step 1 of .*verify round 1/.test(document.querySelector('#dg-canvas').innerText)"
+    page.wait_for_function(first_round, timeout=15_000)
     for state in ("verified", "agreed", "bonus", "rejected"):
         assert cell_border(page, state) == rgb(STATE_COLORS[state]), state
     page.locator("#dg-canvas").scroll_into_view_if_needed()

@@ -16,7 +16,8 @@ def test_the_race_ends_with_one_line_naming_the_fastest_correct_lane_and_each_an
     d, a, h = finish(race.start_race(InProcess.of(loaded), PROMPT, config=config, seed=0))
     lanes = {"diffusion": d, "AR": a, "hybrid": h}
     rate = {name: t.metrics()["effective_tok_s"] for name, t in lanes.items()}
-    line = tables.verdict(lanes, {"diffusion": Check("42", True), "AR": Check("42", False), "hybrid": Check("42", True)})
+    checks = {"diffusion": Check("42", True), "AR": Check("42", False), "hybrid": Check("42", True)}
+    line = tables.verdict(lanes, checks)
     winner = max(("diffusion", "hybrid"), key=rate.get)  # AR is wrong: never the winner, however fast
     assert line.startswith(f"**{winner[0].upper() + winner[1:]} wins**: the fastest correct lane") and "\n" not in line
     assert f"{rate[winner] / rate['AR']:.2f}× AR's rate" in line
