@@ -256,7 +256,7 @@ def live_views(shown: Trace, tokenizer) -> tuple[list[str], str, str]:
 def _live_status(run: LiveRun, frame: Trace, shown: Trace, pace: Pace) -> str:
     if not (frame.steps or frame.tokens):
         return waiting_message(run)
-    if pace.seconds <= 0:
+    if pace.seconds <= 0 or not frame.steps:  # an AR run has no steps to slow down
         return "running…"
     where = "finished" if frame.done else f"at run step {len(frame.steps)}"
     return (f"slow motion, {pace.seconds * 1000:.0f} ms a step: showing run step {len(shown.steps)} "

@@ -16,6 +16,7 @@ from pathlib import Path
 from PIL import Image, ImageDraw, ImageFont
 
 from dg.trace import STOP_LABELS
+from dg.view import hybrid
 from dg.view.render import canvas_cells, canvas_html, legend_html, step_panel_html, text_view_html
 from dg.view.theme import CSS, STATE_COLORS, STATES, esc
 
@@ -85,6 +86,8 @@ def _frame_content(trace, tokenizer, i: int | None) -> tuple[str, list[tuple[str
               f" · accepted {rec.n_accepted}/{len(rec.accepted)}")
     if rec.stop_reason:
         header += f" · {STOP_LABELS.get(rec.stop_reason, rec.stop_reason)}"
+    if trace.mode == "hybrid":
+        header += hybrid.round_label(trace, i)
     return header, cells
 
 

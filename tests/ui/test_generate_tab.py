@@ -115,8 +115,10 @@ def test_hybrid_mode_colours_each_verify_round_and_its_replay_and_plots_follow_i
 
 
 def test_ar_mode_streams_one_token_per_forward_and_its_run_replays_without_an_error(client):
-    final = client.predict(prompt="What is 12 + 30?", image=None, thinking=False, seed=0, mode="AR",
-                           api_name="/generate", **FAST)
+    job = client.submit(prompt="What is 12 + 30?", image=None, thinking=False, seed=0, mode="AR", pace_ms=100,
+                        api_name="/generate", **FAST)
+    final = job.result(timeout=120)
+    assert not any("slow motion" in out[STATUS] for out in job.outputs() if isinstance(out[STATUS], str))  # no steps
     assert final[STATUS].startswith("**Done**") and "AR, one per forward" in final[STATUS]
     assert "AR ·" in "".join(final[CANVAS]) and "AR token" in final[PANEL]
     label = final[PICKER]["value"]

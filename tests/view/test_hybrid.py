@@ -69,6 +69,7 @@ def test_every_other_view_takes_a_hybrid_run(hybrid_trace, embedded_tokenizer, t
     assert "argmax flips so far" in render.inspector_html(hybrid_trace, tok, last, 3)
     assert len(walkthrough.walkthrough(hybrid_trace, tok, 1)) == len(walkthrough.STAGES)
     assert export.trace_gif(hybrid_trace, tok, tmp_path / "run.gif").stat().st_size > 0
+    assert "verify round 1: AR kept" in export._frame_content(hybrid_trace, tok, 0)[0]  # the GIF frame's header
     assert "verify round" in export.trace_html(hybrid_trace, tok, tmp_path / "replay.html").read_text()
     again = Trace.from_json(export.trace_json(hybrid_trace, tmp_path / "trace.json").read_text())
     assert [r.accepted for r in again.rounds] == [r.accepted for r in hybrid_trace.rounds]
