@@ -81,7 +81,9 @@ class LiveRun:
         with self._lock:
             self.trace.add(record)
             self._count += 1
-        if record.kind != "end":
+        # a hybrid run's verified tokens come out of its verify pass (its round record took the turn): handing
+        # the model on at each of them would pace hybrid to one token per turn, as AR
+        if record.kind != "end" and not (record.kind == "token" and self.trace.mode == "hybrid"):
             self.turns.step_done(self.ticket, counted=record.kind in ("step", "token"))
 
     def _work(self) -> None:
