@@ -10,7 +10,8 @@ from dg.view.theme import plural
 
 
 def summary(trace: Trace) -> str:
-    """One Markdown line on a finished run of any mode, with the report's metric names."""
+    """One Markdown line on a finished run of any mode, with the report's metric names (and the Ray Serve replica
+    that served it, dg.engine.replicas)."""
     m = trace.metrics()
     finish = trace.end.finish_reason if trace.end else "running"
     head = {"cancelled": "Stopped", "error": "Failed"}.get(finish, "Done")
@@ -22,7 +23,8 @@ def summary(trace: Trace) -> str:
     else:
         how = (f"{plural(m['total_steps'], 'step')} over {plural(m['canvases'], 'canvas', 'canvases')} · "
                f"NFE {m['nfe']} · TPF {m['tpf']:.2f} · effective steps {m['effective_steps']:.1f}")
-    return f"**{head}**: {plural(m['tokens'], 'token')}, {how} · {m['wall_s']:.2f} s · finish: {finish}"
+    served = f" · {trace.start.config['replica']}" if trace.start and "replica" in trace.start.config else ""
+    return f"**{head}**: {plural(m['tokens'], 'token')}, {how} · {m['wall_s']:.2f} s · finish: {finish}{served}"
 
 
 def compare_table(traces: dict) -> str:

@@ -177,3 +177,14 @@ def test_a_bad_replicas_count_is_one_line_and_the_plain_app_imports_no_ray():
     out = subprocess.run([sys.executable, "-c", plain], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.stdout.split() == ["False"], out.stderr
+
+
+def test_the_status_line_and_the_trace_file_name_the_replica_that_served_the_run(url, tmp_path):
+    from gradio_client import Client
+
+    from tests.ui.test_sharing import STATUS, submit, trace_of
+
+    result = submit(Client(url, verbose=False, download_files=str(tmp_path)), seed=2).result(timeout=60)
+    served = trace_of(result).start.config["replica"]
+    assert served in ("replica 1/2 · cpu", "replica 2/2 · cpu")
+    assert result[STATUS].startswith("**Done**") and result[STATUS].endswith(f"· {served}")
