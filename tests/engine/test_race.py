@@ -15,6 +15,8 @@ from dg.prompts import build_inputs
 from dg.sampler import generate_diffusion
 from dg.trace import Trace
 from dg.engine import race
+from dg.engine.runs import LiveRun
+from dg.engine.turns import Turns
 from dg.loading import load_ar_model
 from dg.view import tables
 from tests.engine.conftest import PROMPT
@@ -121,3 +123,25 @@ def test_an_ar_model_without_room_is_one_line_and_exit_code_2(checkpoint_dir, ar
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and len(err.strip().splitlines()) == 1, err
     assert err.startswith(f"{prog}: --ar-model {ar_model_dir} needs") and "always fits" in err
+
+
+class CountingTurns(Turns):
+    """Turns that count how often a run hands the model on."""
+
+    def __init__(self):
+        super().__init__()
+        self.handovers = 0
+
+    def step_done(self, ticket, counted=True):
+        self.handovers += 1
+        super().step_done(ticket, counted)
+
+
+def test_a_hybrid_run_hands_the_model_on_per_pass_not_per_verified_token(loaded, config, inputs):
+    turns = CountingTurns()
+    run = LiveRun.from_stream(lambda cancel: loaded.stream("hybrid", inputs, config, 0, cancel), seed=0,
+                              turns=turns).start()
+    assert run.wait(60)
+    trace = run.snapshot()
+    assert len(trace.tokens) > len(trace.rounds) + 1  # rounds that verify several tokens at once
+    assert turns.handovers == 1 + len(trace.steps) + len(trace.rounds)  # the start, every draft step and verify pass
