@@ -44,14 +44,19 @@ from tests.ui.test_sharing import (  # the app's sharing, through two replicas
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ReplicaSpec(2, 2, cpus=0.5)  # small CPU shares: the tests' Ray fits beside whatever else runs
-RAY_PROCESSES = ("raylet", "gcs_server")
 REPLACED_S = 90.0  # Serve restarts a killed replica within this (a fresh process loading the checkpoint)
 
 
 def ray_processes() -> list[psutil.Process]:
     """This process's Ray: the local instance it started (its node's processes are its descendants)."""
-    return [p for p in psutil.Process().children(recursive=True)
-            if any(name in " ".join(p.cmdline()) for name in RAY_PROCESSES)]
+    return [p for p in psutil.Process().children(recursive=True) if "ray" in " ".join(p.cmdline())]
+
+
+def running(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 @pytest.fixture(scope="module")
@@ -60,11 +65,12 @@ def hosted(checkpoint_dir):
     slots = TURNS.slots
     runner = start_replicas(SPEC, checkpoint_dir)
     yield runner
+    started = ray_processes()  # before the shutdown, while they are all still our descendants
     runner.close()
     TURNS.slots = slots
     deadline = time.time() + 30
-    while ray_processes():
-        assert time.time() < deadline, f"Ray outlived its shutdown: {ray_processes()}"
+    while left := [p for p in started if running(p)]:
+        assert time.time() < deadline, f"Ray outlived its shutdown: {left}"
         time.sleep(0.2)
 
 
