@@ -101,11 +101,12 @@ class ModelReplica:
     on one thread (torch's RNG is the process's; each run's Ticket puts its own state back), so the runs on
     a replica take turns step by step, as in one process."""
 
-    def __init__(self, source: str, device: str):
+    def __init__(self, source: str, device: str, count: str):
+        """`count`: how many replicas serve ("4", or "2-8" autoscaled), for this replica's name."""
         context = serve.get_replica_context()
         gpus = ray.get_gpu_ids()
         where = f"cuda:{gpus[0]}" if device == "cuda" and gpus else device
-        self.name = f"replica {context.rank.rank + 1}/{context.world_size} · {where}"
+        self.name = f"replica {context.rank.rank + 1}/{count} · {where}"
         self.id = context.replica_id.unique_id  # what dg.engine.routing routes by
         self.cancels: dict[str, threading.Event] = {}
         self.maker = ThreadPoolExecutor(1, thread_name_prefix="dg-replica")
@@ -128,9 +129,9 @@ class ModelReplica:
                      draft=None, route=None):
         """`hello()`, then the run's records (`draft`: a diffusion run's warm start and pins, dg.drafts); its
         RunStart names this replica."""
+        yield self.hello()  # first, so the app can count the run off this replica whatever follows
         if self.error:
             raise RuntimeError(self.error)
-        yield self.hello()
         cancel = self.cancels[run_id] = threading.Event()
         inputs = {k: v.to(self.loaded.device) if torch.is_tensor(v) else v for k, v in inputs.items()}
         draft = None if draft is None else draft.on(self.loaded.device)
@@ -212,8 +213,8 @@ class ServeReplicas:
             self.device = "cuda" if ray.cluster_resources().get("GPU", 0) > 0 else "cpu"
             self._check_room()
             serve.start(proxy_location="Disabled")
-            self.handle = serve.run(self._deployment().bind(self.source, self.device), name=APP_NAME,
-                                    route_prefix=None)
+            app = self._deployment().bind(self.source, self.device, str(self.spec))
+            self.handle = serve.run(app, name=APP_NAME, route_prefix=None)
             hello = self.handle.hello.remote(route=None).result(timeout_s=INFO_TIMEOUT_S)
         except ValueError:
             self.close()
