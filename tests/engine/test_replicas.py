@@ -34,6 +34,7 @@ from tests.engine.test_worker import (
     test_two_seeded_runs_interleaved_step_by_step_each_make_their_solo_run as
     test_two_seeded_runs_interleaved_on_replicas_each_make_their_solo_run,
 )
+from tests.ui.test_load import test_sixteen_users_beside_an_abusive_client_wait_at_most_one_budget_more
 from tests.ui.test_sharing import (  # the app's sharing, through two replicas
     test_a_long_run_stops_at_its_budget_and_keeps_its_steps,
     test_a_short_run_finishes_beside_a_long_one_with_the_tokens_it_makes_alone,
@@ -42,6 +43,9 @@ from tests.ui.test_sharing import (  # the app's sharing, through two replicas
     turns,  # noqa: F401  (a fixture, found by name)
 )
 
+# the app's load, through two replicas (slow, as where it comes from)
+test_sixteen_users_beside_an_abusive_client_wait_at_most_one_budget_more = pytest.mark.slow(
+    test_sixteen_users_beside_an_abusive_client_wait_at_most_one_budget_more)
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ReplicaSpec(2, 2, cpus=0.5)  # small CPU shares: the tests' Ray fits beside whatever else runs
 REPLACED_S = 90.0  # Serve restarts a killed replica within this (a fresh process loading the checkpoint)
@@ -104,13 +108,20 @@ def test_the_app_holds_only_the_model_s_shape_and_names_its_replicas(hosted, loa
     assert "in 2 Ray Serve replicas" in hosted.describe()
 
 
-def test_a_seeded_run_streams_each_step_from_one_replica_with_the_headless_tokens(hosted, loaded, config, inputs):
-    solo = headless(loaded, inputs, config, seed=3)
-    records = list(hosted.stream("diffusion", inputs, config, 3, threading.Event()))
+def test_a_seeded_run_streams_each_step_from_one_replica_with_the_headless_tokens(hosted, loaded, long_config,
+                                                                                  inputs):
+    solo = headless(loaded, inputs, long_config, seed=3)
+    records, arrived = [], []
+    for record in hosted.stream("diffusion", inputs, long_config, 3, threading.Event()):
+        records.append(record)
+        arrived.append(time.perf_counter())
     assert records[0].kind == "start" and records[-1].kind == "end"
     assert [r.argmax.tolist() for r in records if r.kind == "step"] == [r.argmax.tolist() for r in solo.steps]
     assert records[0].config["replica"] in ("replica 1/2 · cpu", "replica 2/2 · cpu")
     assert records[-1].finish_reason == solo.end.finish_reason
+    first_step = next(i for i, r in enumerate(records) if r.kind == "step")
+    # step by step, as made: the first step came long before the last, not all of them at the end
+    assert arrived[first_step] - arrived[0] < 0.5 * (arrived[-1] - arrived[0])
 
 
 def test_runs_at_once_go_to_the_least_loaded_replica_and_a_race_or_an_a_b_pair_shares_one(hosted, inputs,
