@@ -305,10 +305,17 @@ class ServeReplicas:
             raise _one_line_error(err, "the replica") from None
 
     def close(self) -> None:
-        """Delete the deployment; shut Ray down when this process started it."""
+        """Delete the replicas; on a Ray this process started, Serve and Ray shut down too (a cluster's other
+        Serve applications are left as they are)."""
         if ray.is_initialized():
             try:
-                serve.shutdown()
+                if self._own_ray:
+                    serve.shutdown()
+                else:
+                    try:
+                        serve.delete(APP_NAME)
+                    except RayServeException:
+                        pass  # no Serve on the cluster: the start failed before it deployed
             finally:
                 if self._own_ray:
                     ray.shutdown()
