@@ -8,9 +8,11 @@ dg.engine.replicas on a local Ray. Per replica count: aggregate runs/s and token
 run (the same prompt and seed run headless here first, before any replica holds the model). `--kill`: the
 same load on the largest count with one replica killed (SIGKILL) once a quarter of the runs have ended:
 which runs failed, whether each failed in one line on the killed replica, and whether the rest completed.
-The last line is the JSON of it all.
+`--app`: the same load through the real Gradio server instead (dg.ui.app on the replicas, one gradio_client
+per viewer calling /generate, the run's trace read from the file it returns): the front end then also
+draws every frame. The last line is the JSON of it all.
 
-    python -m dg.bench.serve --users 16 --runs 3 --replicas 1,2 --kill
+    python -m dg.bench.serve --users 16 --runs 3 --replicas 1,2 --kill [--app]
 """
 
 import argparse
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 import torch
 
 from dg.bench.common import format_table
+from dg.config import KNOBS
 from dg.engine import runs as live
 from dg.engine.turns import TURNS
 from dg.loading import load
@@ -48,11 +51,15 @@ class Done:
     tokens: list[int]
     replica: str | None  # the replica its RunStart names
     error: str | None
+    ended: float = 0.0  # perf_counter() when it finished
 
 
-def prompts(processor, count: int) -> list[dict]:
-    """Inputs of the first `count` shipped skill examples without a picture (dg.tiny.examples)."""
-    rows = [row for row in load_rows()[SKILL_GROUP] if row.image is None][:count]
+def example_rows(count: int) -> list:
+    """The first `count` shipped skill examples without a picture (dg.tiny.examples)."""
+    return [row for row in load_rows()[SKILL_GROUP] if row.image is None][:count]
+
+
+def prompts(processor, rows: list) -> list[dict]:
     return [build_inputs(processor, row.prompt, thinking=row.thinking) for row in rows]
 
 
@@ -65,7 +72,9 @@ def solo_tokens(model, load_inputs: list[dict], config, seeds: set[tuple[int, in
     return out
 
 
-def viewer(runner, load_inputs, config, user: int, runs: int, out: list, lock: threading.Lock) -> None:
+def viewer(runner, load_inputs, config, user: int, runs: int, out: list, lock: threading.Lock,
+           ready: threading.Barrier) -> None:
+    ready.wait()
     for i in range(runs):
         p, seed = (user + i) % len(load_inputs), user * runs + i
         t0 = time.perf_counter()
@@ -75,7 +84,41 @@ def viewer(runner, load_inputs, config, user: int, runs: int, out: list, lock: t
         trace = run.snapshot()
         replica = trace.start.config.get("replica") if trace.start else None
         with lock:
-            out.append(Done(user, p, seed, time.perf_counter() - t0, list(trace.token_ids), replica, run.error))
+            out.append(Done(user, p, seed, time.perf_counter() - t0, list(trace.token_ids), replica, run.error,
+                            time.perf_counter()))
+
+
+def app_viewer(url: str, rows: list, config, user: int, runs: int, out: list, lock: threading.Lock,
+               ready: threading.Barrier) -> None:
+    """`viewer` as a page of the app: /generate through gradio_client, the knobs set to `config`'s; the clock
+    starts once every viewer's client has connected."""
+    import tempfile
+    from pathlib import Path
+
+    from gradio_client import Client
+
+    from dg.trace import Trace
+
+    knobs = {k.name: getattr(config, k.name) for k in KNOBS}
+    with tempfile.TemporaryDirectory() as folder:
+        client = Client(url, verbose=False, download_files=folder)
+        ready.wait()
+        for i in range(runs):
+            p, seed = (user + i) % len(rows), user * runs + i
+            t0 = time.perf_counter()
+            try:
+                result = client.predict(prompt=rows[p].prompt, image=None, thinking=rows[p].thinking, seed=seed,
+                                        api_name="/generate", **knobs)
+                trace = Trace.from_json(Path(next(o for o in result if str(o).endswith(".json"))).read_text())
+                error = None if trace.end.finish_reason != "error" else result[3]
+                done = Done(user, p, seed, time.perf_counter() - t0, trace.token_ids,
+                            trace.start.config.get("replica"), error)
+            except Exception as err:  # the app refused or failed the run: one line, as a viewer sees it
+                done = Done(user, p, seed, time.perf_counter() - t0, [], None, " ".join(str(err).split()))
+            done.ended = time.perf_counter()
+            with lock:
+                out.append(done)
+        client.close()
 
 
 def kill_a_replica(runner, done: list, total: int) -> dict:
@@ -91,25 +134,31 @@ def kill_a_replica(runner, done: list, total: int) -> dict:
     return {"name": hello["name"], "open_runs": open_runs[target], "after_runs": len(done)}
 
 
-def one_load(spec, model, load_inputs, config, users: int, runs: int, kill: bool) -> tuple[list[Done], float, dict]:
-    """The load on fresh replicas of `spec`; (runs, wall seconds, the kill's facts or {})."""
-    from dg.engine.replicas import start_replicas
+def one_load(spec, model, rows, load_inputs, config, users: int, runs: int, kill: bool,
+             app: bool) -> tuple[list[Done], float, dict]:
+    """The load on fresh replicas of `spec` (`app`: through the Gradio server); (runs, wall seconds, the kill's
+    facts or {})."""
+    from contextlib import nullcontext
 
-    runner = start_replicas(spec, model)
+    from dg.ui.app import serve_runner, start_replicas
+
     slots = TURNS.slots
-    TURNS.slots = slots * spec.max_replicas  # as python app.py --replicas gives the line
+    runner = start_replicas(spec, model)  # the line gets the places python app.py --replicas gives it
     try:
         live.diffusion_run(runner, dict(load_inputs[0]), config, 0).start().wait()  # a first run, untimed
-        done, lock = [], threading.Lock()
-        threads = [threading.Thread(target=viewer, args=(runner, load_inputs, config, u, runs, done, lock))
-                   for u in range(users)]
-        t0 = time.perf_counter()
-        for t in threads:
-            t.start()
-        killed = kill_a_replica(runner, done, users * runs) if kill else {}
-        for t in threads:
-            t.join()
-        return done, time.perf_counter() - t0, killed
+        with serve_runner(runner) if app else nullcontext() as url:
+            done, lock, ready = [], threading.Lock(), threading.Barrier(users + 1)
+            target, to, what = (app_viewer, url, rows) if app else (viewer, runner, load_inputs)
+            threads = [threading.Thread(target=target, args=(to, what, config, u, runs, done, lock, ready))
+                       for u in range(users)]
+            for t in threads:
+                t.start()
+            ready.wait()  # every viewer at the start line
+            t0 = time.perf_counter()
+            killed = kill_a_replica(runner, done, users * runs) if kill else {}
+            for t in threads:
+                t.join()
+            return done, max(d.ended for d in done) - t0, killed  # to the last run's end, not the clients' close
     finally:
         TURNS.slots = slots
         runner.close()
@@ -144,6 +193,7 @@ def main(argv=None) -> None:
     parser.add_argument("--replicas", default="1,2", help="replica counts to compare, e.g. 1,2")
     parser.add_argument("--kill", action="store_true", help="then the load on the largest count with a replica killed")
     parser.add_argument("--cpus", type=float, default=1.0, help="Ray CPUs each replica reserves")
+    parser.add_argument("--app", action="store_true", help="through the real Gradio server, a client per viewer")
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.replicas.split(",")]
     if args.users < 1 or args.runs < 1 or min(counts) < 1 or (args.kill and max(counts) < 2):
@@ -152,17 +202,19 @@ def main(argv=None) -> None:
 
     torch.set_num_threads(1)  # as a replica runs: the same float sums, so the same tokens
     local = load(args.model)
-    load_inputs, config = prompts(local.processor, args.users), local.sampler_config
+    rows = example_rows(args.users)
+    load_inputs, config = prompts(local.processor, rows), local.sampler_config
     seeds = {((u + i) % len(load_inputs), u * args.runs + i) for u in range(args.users) for i in range(args.runs)}
     solo = solo_tokens(local.model, load_inputs, config, seeds)
     model = local.source
     del local
     gc.collect()  # one copy of the model at a time: the replicas load their own
 
-    result = {"users": args.users, "runs_per_user": args.runs, "cpu_count": os.cpu_count(), "by_replicas": {}}
+    result = {"users": args.users, "runs_per_user": args.runs, "through": "app" if args.app else "engine",
+              "cpu_count": os.cpu_count(), "by_replicas": {}}
     for n in counts:
-        done, wall, _ = one_load(ReplicaSpec(n, n, cpus=args.cpus), model, load_inputs, config, args.users,
-                                 args.runs, kill=False)
+        done, wall, _ = one_load(ReplicaSpec(n, n, cpus=args.cpus), model, rows, load_inputs, config, args.users,
+                                 args.runs, kill=False, app=args.app)
         result["by_replicas"][n] = summarize(done, wall, solo)
     if len(counts) > 1:
         low, high = result["by_replicas"][min(counts)], result["by_replicas"][max(counts)]
@@ -170,8 +222,8 @@ def main(argv=None) -> None:
         result["p95_lower"] = high["p95_s"] < low["p95_s"]
     if args.kill:
         n = max(counts)
-        done, wall, killed = one_load(ReplicaSpec(n, n, cpus=args.cpus), model, load_inputs, config, args.users,
-                                      args.runs, kill=True)
+        done, wall, killed = one_load(ReplicaSpec(n, n, cpus=args.cpus), model, rows, load_inputs, config,
+                                      args.users, args.runs, kill=True, app=args.app)
         result["kill"] = {"replicas": n, **summarize(done, wall, solo), **kill_facts(done, killed)}
     rows = [{"replicas": n, **{k: v for k, v in r.items() if k != "runs_by_replica"}}
             for n, r in result["by_replicas"].items()]
