@@ -3,11 +3,12 @@
 Each shipped example is a held-out draw of a skill generator (seeds far from training's), so its
 reference answer is the skill's own; pictures are saved next to `examples.json`. Rows read
 [prompt, image file or null, thinking, skill, reference answer]; the "general" group holds prompts for
-the released model (no reference: the tiny model cannot answer them, and the app says so).
+the released model (no reference: the tiny model cannot answer them, and the app says so); the "infill"
+group holds drafts with blanks on skill prompts (a story's middle, a pinned JSON value, sudoku cells).
 `load_rows` is the one reader of the file (`ExampleRow` per row); `SkillExamples` finds a run's example
 and checks its reply with the skill's own scorer (✓/✗ in the app).
 
-    python -m dg.tiny.examples --out assets/examples     # rewrite the "tiny" group and its pictures
+    python -m dg.tiny.examples --out assets/examples     # rewrite the "tiny" and "infill" groups, the pictures
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class ExampleRow(NamedTuple):
     thinking: bool
     skill: str | None  # None in the "general" group: prompts for the released model
     answer: str | None  # the skill's reference answer
+    draft: str | None = None  # "infill" group: the reply with blanks (dg.drafts), its text pinned
 
 
 def load_rows(folder: Path = EXAMPLES_DIR) -> dict[str, tuple[ExampleRow, ...]]:
@@ -63,6 +65,41 @@ GENERAL = (
     ExampleRow("Write a Python function that checks whether a number is prime.", None, False, None, None),
     ExampleRow("A train leaves at 14:05 and arrives at 17:40. How long is the trip?", None, True, None, None),
 )
+
+
+# Infill on the embedded model (dg.drafts' blanks, sized in the model's own tokens): bidirectionality shows as
+# text the model writes to fit what comes after it. (example index in CHOSEN, how its reply is blanked)
+INFILL = ((11, "story middle"), (9, "json pinned city"), (0, "sudoku pinned cells"))
+SUDOKU_PINS = 3  # solution cells pinned where the puzzle is blank
+
+
+def infill_rows(tokenizer, chosen: list[skills.Example] | None = None) -> list[ExampleRow]:
+    """The infill examples: a story with its middle sentence blanked; a JSON record with its city pinned to one
+    the prompt does not say (every other field free); a sudoku answer with a few of its cells pinned."""
+    chosen = chosen or chosen_examples()
+    size = lambda text: len(tokenizer.encode(text, add_special_tokens=False))  # noqa: E731
+    rows = []
+    for index, how in INFILL:
+        ex = chosen[index]
+        if how == "story middle":
+            first, middle, last = (part.strip() + "." for part in ex.answer.split(".")[:3])
+            draft = f"{first}{{{{{size(' ' + middle)}}}}} {last}"
+        elif how == "json pinned city":
+            other = next(city for city in skills.CITIES if city not in ex.prompt)
+            head = ex.answer[:ex.answer.index('"city"')]
+            draft = f'{{{{{size(head)}}}}}"city": "{other}"{{{{...}}}}'
+        else:
+            puzzle = ex.prompt.rsplit(" ", 1)[-1]
+            pins = [i for i, ch in enumerate(puzzle) if ch == "."][::2][:SUDOKU_PINS]  # spread over the rows
+            draft = "".join(ch if i in pins or ch == "/" else "{{1}}" for i, ch in enumerate(ex.answer))
+            draft = _merged_blanks(draft)
+        rows.append(ExampleRow(ex.prompt, None, bool(ex.thought), ex.skill, ex.answer, draft))
+    return rows
+
+
+def _merged_blanks(draft: str) -> str:
+    """Runs of one-token blanks as one blank: '{{1}}{{1}}' → '{{2}}'."""
+    return re.sub(r"(?:\{\{1\}\})+", lambda m: f"{{{{{len(m.group(0)) // len('{{1}}')}}}}}", draft)
 
 
 def chosen_examples() -> list[skills.Example]:
@@ -135,6 +172,12 @@ def _terms(prompt: str) -> int:
     return len(re.findall(r"\d+", prompt))
 
 
+def _embedded_tokenizer():
+    from dg.loading import EMBEDDED_MODEL, load  # the model's own tokens size the blanks
+
+    return load(EMBEDDED_MODEL).tokenizer
+
+
 def write(out: Path) -> dict:
     """Write the pictures and examples.json (keeping its "general" group) into `out`."""
     out.mkdir(parents=True, exist_ok=True)
@@ -145,13 +188,15 @@ def write(out: Path) -> dict:
             pictures += 1
             image = f"picture-{pictures}.png"
             ex.image.save(out / image)
-        rows.append(ExampleRow(ex.prompt, image, bool(ex.thought), ex.skill, ex.answer))
+        rows.append(ExampleRow(ex.prompt, image, bool(ex.thought), ex.skill, ex.answer)[:5])
     groups = {
         "_comment": ("Examples of the app: [prompt, image file in this folder or null, thinking, skill, "
-                     "reference answer]. 'tiny' is written by `python -m dg.tiny.examples` (held-out draws "
-                     "of dg/tiny/skills.py); 'general' needs the released model."),
+                     "reference answer(, draft with blanks)]. 'tiny' and 'infill' are written by `python -m "
+                     "dg.tiny.examples` (held-out draws of dg/tiny/skills.py; infill drafts in dg.drafts' syntax); "
+                     "'general' needs the released model."),
         "tiny": rows,
-        "general": list(GENERAL),
+        "infill": infill_rows(_embedded_tokenizer()),
+        "general": [row[:5] for row in GENERAL],
     }
     (out / "examples.json").write_text(json.dumps(groups, indent=2, ensure_ascii=False) + "\n")
     return groups
@@ -162,8 +207,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=EXAMPLES_DIR)
     args = parser.parse_args()
     groups = write(args.out)
-    for row in groups["tiny"]:
-        print(f"{row.skill:>10}  {row.prompt}  →  {row.answer}")
+    for prompt, _, _, skill, answer, *draft in groups["tiny"] + groups["infill"]:
+        print(f"{skill:>10}  {prompt}  →  {draft[0] + '  →  ' if draft else ''}{answer}")
 
 
 if __name__ == "__main__":

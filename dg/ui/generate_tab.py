@@ -19,14 +19,16 @@ from dg.config import KNOBS
 from dg.loading import EMBEDDED_MODEL
 from dg.prompts import open_image
 from dg.trace import Trace
+from dg.ui import edit_panel
 from dg.ui import modes
 from dg.ui.common import (KNOB_NAMES, RunState, load_examples, picker, prepare, session_id, step_index, stream,
                           with_api_names, with_knob)
 from dg.tiny.examples import SkillExamples
+from dg.tiny.scope import skill_of
 from dg.engine.pace import MAX_PACE_MS, Pace
 from dg.engine.runs import LiveRun, diffusion_run, waiting_message
 from dg.engine.session import KeptRun, scratch_dir
-from dg.view import export, render
+from dg.view import export, notes, render
 from dg.view.tables import compare_table, summary
 from dg.view.theme import CSS
 
@@ -112,10 +114,17 @@ def build(loaded, shared: RunState) -> GenerateTab:
             inputs = _input_column(loaded)
         with gr.Column(scale=3, min_width=420):
             views = _view_column(loaded)
+            edit = edit_panel.panel(loaded, inputs.prompt, inputs.thinking)
             ab = _ab_box()
     results = _results(ab)
     reference = SkillExamples.load()
-    _wire_generate(loaded, shared, reference, inputs, views, results)
+    plot_io = _wire_generate(loaded, shared, reference, inputs, views, results)
+    edit_panel.wire(loaded, shared, edit, edit_panel.Hooks(
+        inputs.run, inputs.image, views.picker, views.status,
+        [views.canvas, views.panel, views.text, views.inspector, views.step, results.trace_file],
+        live=lambda frame: dict(zip((views.canvas, views.panel, views.text), live_views(frame, loaded.tokenizer))),
+        finished=lambda kept: _run_view(loaded.tokenizer, reference, views, results, kept),
+        meta=lambda *produced: run_meta(loaded, *produced), plots=plot_io))
     _wire_replay(loaded, shared, reference, views, results)
     _wire_ab(loaded, shared, inputs, views, results)
     inputs.image.change(show_image, inputs.image, inputs.preview, api_visibility="private")
@@ -142,8 +151,8 @@ def _input_column(loaded) -> Inputs:
     with gr.Accordion("Examples", open=True):
         gr.Examples(examples["tiny"], [prompt, image, thinking], examples_per_page=20,
                     label="The embedded tiny model's skills (its reply is checked against the reference)")
-        if not is_embedded(loaded):  # the tiny model cannot answer them
-            gr.Examples(examples["general"], [prompt, image, thinking], label="General (for the released model)")
+        gr.Examples(examples["general"], [prompt, image, thinking], label="General (for the released model)" + (
+            ": the tiny model's reply to them has no meaning" if is_embedded(loaded) else ""))
     with gr.Accordion("Sampler settings", open=False):
         config = loaded.sampler_config
         knobs = [gr.Slider(k.low, k.high, value=getattr(config, k.name), step=k.step, label=k.name, info=k.help)
@@ -228,9 +237,13 @@ def run_meta(loaded, prompt, image, thinking, seed) -> dict:
 
 
 def text_and_check(kept: KeptRun, tokenizer, reference: SkillExamples) -> str:
-    """The run's text, and for a skill example its reference answer with ✓ or ✗."""
-    check = reference.check(kept.meta.get("prompt", ""), kept.meta.get("image"), kept.trace, tokenizer)
+    """The run's text, and for a skill example its reference answer with ✓ or ✗; on the embedded model, a note
+    when the prompt is none of its five skills."""
+    prompt, image = kept.meta.get("prompt", ""), kept.meta.get("image")
+    check = reference.check(prompt, image, kept.trace, tokenizer)
     html = render.text_view_html(kept.trace, tokenizer)
+    if check is None and kept.meta.get("model") == EMBEDDED_MODEL.name and skill_of(prompt, bool(image)) is None:
+        return html + notes.outside_skills_html()  # the tiny model's reply to anything else means nothing
     return html + (render.check_html(check.reference, check.correct) if check is not None else "")
 
 
@@ -264,7 +277,8 @@ def _live_status(run: LiveRun, frame: Trace, shown: Trace, pace: Pace) -> str:
 
 
 def _wire_generate(loaded, shared: RunState, reference: SkillExamples, inputs: Inputs, views: Views,
-                   results: Results) -> None:
+                   results: Results) -> dict:
+    """Generate, Stop and the run picker; returns the chained event that draws the picked run's plots."""
     tok = loaded.tokenizer
 
     async def generate(prompt, image, thinking, seed, *rest, request=None):
@@ -316,6 +330,7 @@ def _wire_generate(loaded, shared: RunState, reference: SkillExamples, inputs: I
     inputs.stop.click(shared.stop, None, views.status, api_name="stop", queue=False)
     views.picker.input(pick, [shared.history, views.picker, views.show, views.pos], outputs[:7],
                        api_visibility="private").then(api_visibility="private", **plot_io)
+    return plot_io
 
 
 def _wire_replay(loaded, shared: RunState, reference: SkillExamples, views: Views, results: Results) -> None:

@@ -1,0 +1,240 @@
+"""Edit the canvas and re-denoise: the Generate tab's infill panel.
+
+The run shown in the run picker loads here (a diffusion run's committed canvases, every cell pinned). A click
+on a cell pins or frees it, blanks it, or picks it for writing, as the "a click" choice says; a shift-click
+does the same to every cell since the last click. **Re-denoise** runs the sampler again on the run's prompt,
+seed and settings, warm-started from the edited canvas with the pinned cells held (dg.edits → a
+dg.drafts.Draft → the runner, in this process or the worker), as a new run in the session's history: the
+replay, inspector, plots and run picker reach it like any other, and a table sets it beside the run it came
+from. A draft with blanks (dg.drafts' `{{n}}` / `{{...}}`) on the Generate tab's prompt is a second way in.
+
+    python app.py   # Generate → "Edit the canvas and re-denoise"
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import gradio as gr
+import torch
+
+from dg.drafts import build_draft
+from dg.edits import CanvasEdit
+from dg.engine.runs import mode_run, prepare_run
+from dg.engine.session import KeptRun
+from dg.tiny.examples import load_rows
+from dg.ui.common import KNOB_NAMES, RunState, picker, refused_input, refusal, stream, with_api_names
+from dg.view.edit import edit_parts
+from dg.view.render import PARTS_TEMPLATE
+from dg.view.tables import compare_table, summary
+
+PIN, BLANK, WRITE = "pins / frees it", "blanks it", "picks it for writing"
+CLICKS = (PIN, BLANK, WRITE)
+INFILL_GROUP = "infill"  # examples.json's drafts with blanks for the embedded model
+# A click on a cell writes "pos" (a shift-click "last-pos") and a fresh stamp into the hidden box, so the same
+# cell clicked twice is still a change; the panel's handler reads it.
+CLICK_JS = """let last = null;
+element.addEventListener('click', (e) => {
+  const cell = e.target.closest('[data-pos]');
+  const box = document.querySelector('#dg-edit-click textarea, #dg-edit-click input');
+  if (!cell || !box) return;
+  const pos = cell.dataset.pos;
+  const cells = (e.shiftKey && last !== null) ? `${last}-${pos}` : pos;
+  last = pos;
+  box.value = `${cells}@${Date.now()}`;
+  box.dispatchEvent(new Event('input', {bubbles: true}));
+});"""
+
+
+@dataclass(frozen=True)
+class Editing:
+    """The canvas being edited, the run it came from, that run's picture as uploaded, the cell text goes to."""
+
+    edit: CanvasEdit
+    source: KeptRun
+    image: str | None
+    selected: int | None = None
+
+
+@dataclass
+class Panel:
+    canvas: gr.HTML
+    click: gr.Textbox
+    mode: gr.Radio
+    text: gr.Textbox
+    write: gr.Button
+    reset: gr.Button
+    go: gr.Button
+    compare: gr.Markdown
+    draft: gr.Textbox
+    run_draft: gr.Button
+    state: gr.State
+
+
+@dataclass
+class Hooks:
+    """What the panel borrows from the Generate tab: its inputs, and how it draws a run live and finished."""
+
+    inputs: list  # prompt, image, thinking, seed, then every knob (Generate's order)
+    image: gr.File
+    picker: gr.Dropdown
+    status: gr.Markdown
+    outputs: list  # every view `finished` fills
+    live: Callable  # a live frame's Trace → {component: value}
+    finished: Callable  # a KeptRun → {component: value} for each of `outputs`
+    meta: Callable  # (prompt, image, thinking, seed) → what produced a run, for its exports
+    plots: dict  # the chained event that draws the plots of the picked run
+
+
+def panel(loaded, prompt: gr.Textbox, thinking: gr.Checkbox) -> Panel:
+    """The panel's components, in the column it is built in."""
+    with gr.Accordion("Edit the canvas and re-denoise (infill)", open=True, elem_id="dg-edit"):
+        canvas = gr.HTML(edit_parts(None, loaded.tokenizer), html_template=PARTS_TEMPLATE, elem_id="dg-edit-canvas",
+                         js_on_load=CLICK_JS)
+        click = gr.Textbox(visible="hidden", elem_id="dg-edit-click")
+        mode = gr.Radio(list(CLICKS), value=PIN, label="A click on a cell…", elem_id="dg-edit-mode",
+                        info="shift-click: the same for every cell since the last click")
+        with gr.Row():
+            text = gr.Textbox(label="Text to write at the picked cell (pinned)", placeholder="␣Paris", scale=3,
+                              elem_id="dg-edit-text")
+            write = gr.Button("Write", scale=1)
+        with gr.Row():
+            reset = gr.Button("Reset the edits")
+            go = gr.Button("Re-denoise", variant="primary", elem_id="dg-redenoise")
+        compare = gr.Markdown(elem_id="dg-edit-compare")
+        with gr.Accordion("Or a draft with blanks, on the prompt above", open=False):
+            draft = gr.Textbox(label="Draft of the reply", lines=2, elem_id="dg-draft",
+                               info="{{n}}: n free tokens; a final {{...}}: the rest of the budget; the text is "
+                                    "pinned. Without blanks the draft is a warm start.")
+            run_draft = gr.Button("Run the draft", elem_id="dg-run-draft")
+            rows = load_rows().get(INFILL_GROUP, ())
+            if rows:
+                gr.Examples([[r.prompt, r.thinking, r.draft] for r in rows], [prompt, thinking, draft],
+                            label="Bidirectional infill on the embedded model (checked against the prompt's own "
+                                  "answer: a pinned value the prompt does not say differs from it)")
+    return Panel(canvas, click, mode, text, write, reset, go, compare, draft, run_draft, gr.State(None))
+
+
+def _view(editing: Editing | None, tokenizer, note: str = "") -> list[str]:
+    if editing is None:
+        return edit_parts(None, tokenizer, note=note)
+    return edit_parts(editing.edit, tokenizer, selected=editing.selected, title=f"editing {editing.source.label}")
+
+
+def load(history, label, image) -> tuple[Editing | None, str]:
+    """The picked run as an edit (all pinned), or None and why it cannot be edited."""
+    kept = history.run(label)
+    if kept is None:
+        return None, ""
+    try:
+        edit = CanvasEdit.of_trace(kept.trace)
+    except ValueError as err:
+        return None, f"{kept.label}: {err}"
+    name = kept.meta.get("image")
+    same = image if name and image and str(image).replace("\\", "/").rsplit("/", 1)[-1] == name else None
+    return Editing(edit, kept, same), ""
+
+
+def clicked(editing: Editing | None, cells: str, mode: str) -> Editing | None:
+    """A click ("pos@stamp") or shift-click ("last-pos@stamp") applied as `mode` says."""
+    if editing is None or not cells:
+        return editing
+    spec = cells.split("@", 1)[0]
+    last, _, pos = spec.rpartition("-")
+    edit, here = editing.edit, edit_span(editing.edit, spec)
+    if mode == BLANK:
+        return replace(editing, edit=edit.blanked(here))
+    if mode == WRITE:
+        return replace(editing, selected=int(pos))
+    if last:  # a shift-click: every cell since the last click takes the state that click gave
+        return replace(editing, edit=edit.with_pins(here, edit.pinned[int(last)]))
+    return replace(editing, edit=edit.toggled(int(pos)))
+
+
+def edit_span(edit: CanvasEdit, spec: str) -> range:
+    with refused_input():
+        return edit.span(spec)
+
+
+def wire(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
+    tok = loaded.tokenizer
+
+    def on_pick(history, label, image):
+        editing, note = load(history, label, image)
+        return editing, _view(editing, tok, note)
+
+    def on_click(editing, cells, mode):
+        editing = clicked(editing, cells, mode)
+        return editing, _view(editing, tok)
+
+    def on_write(editing, text):
+        if editing is None or editing.selected is None:
+            raise refusal("pick a cell to write at: choose “picks it for writing”, then click a cell")
+        with refused_input():
+            editing = replace(editing, edit=editing.edit.written(tok, editing.selected, text))
+        return editing, _view(editing, tok)
+
+    def on_reset(editing):
+        if editing is None:
+            return None, _view(None, tok)
+        editing = replace(editing, edit=CanvasEdit.of_trace(editing.source.trace), selected=None)
+        return editing, _view(editing, tok)
+
+    edit_io = [p.state, p.canvas]
+    hooks.picker.change(on_pick, [shared.history, hooks.picker, hooks.image], edit_io, api_visibility="private",
+                        show_progress="hidden")
+    p.click.change(on_click, [p.state, p.click, p.mode], edit_io, api_visibility="private", show_progress="hidden")
+    p.write.click(on_write, [p.state, p.text], edit_io, api_visibility="private")
+    p.text.submit(on_write, [p.state, p.text], edit_io, api_visibility="private")
+    p.reset.click(on_reset, p.state, edit_io, api_visibility="private")
+    _wire_runs(loaded, shared, p, hooks)
+
+
+def _wire_runs(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
+    """Re-denoise and Run the draft: a diffusion run with a draft, streamed into Generate's views, kept."""
+    tok, vocab = loaded.tokenizer, loaded.model.config.text_config.vocab_size
+
+    async def run(prompt, image, thinking, seed, knobs: dict, draft_of: Callable, history, request, source=None):
+        with refused_input():
+            run_inputs, config, seed = prepare_run(loaded, prompt, image, thinking, seed, knobs)
+            draft = draft_of(config, torch.Generator().manual_seed(seed))
+        live = mode_run(loaded, "diffusion", run_inputs, config, seed, draft=draft).start()
+        async for update in stream(shared, request, [live], lambda frame: {**hooks.live(frame), hooks.status: "running…"}):
+            yield update
+        trace = live.snapshot()
+        tag = " ✎" if source is not None else " draft"
+        history = history.keep(prompt, trace, tag, meta=hooks.meta(prompt, image, thinking, seed))
+        kept = history.run(None)
+        table = compare_table({source.label: source.trace, kept.label: trace}) if source is not None else ""
+        yield {**hooks.finished(kept), shared.history: history, hooks.picker: picker(history),
+               hooks.status: summary(trace), p.compare: table}
+
+    async def redenoise(editing, history, request: gr.Request = None):
+        if editing is None:
+            raise refusal("nothing to re-denoise: generate a diffusion run first, its canvas loads here")
+        meta, kept = editing.source.meta, editing.source
+        if meta.get("image") and editing.image is None:
+            raise refusal(f"this run's picture {meta['image']!r} is no longer uploaded: upload it in Generate, then "
+                          "pick the run again")
+        knobs = {k: v for k, v in kept.trace.start.config.items() if k in KNOB_NAMES}
+        async for update in run(meta["prompt"], editing.image, meta.get("thinking", False), meta.get("seed", 0),
+                                knobs, lambda config, gen: editing.edit.to_draft(vocab, gen), history, request, kept):
+            yield update
+
+    async def from_draft(prompt, image, thinking, seed, *rest, request=None):
+        *knob_values, text, history = rest
+
+        def draft_of(config, gen):
+            return build_draft(tok, text, canvas_length=loaded.model.config.canvas_length,
+                               max_new_tokens=config.max_new_tokens, vocab_size=vocab,
+                               eos_token_id=loaded.eos_token_ids[0], pad_token_id=loaded.pad_token_id, generator=gen)
+
+        async for update in run(prompt, image, thinking, seed, dict(zip(KNOB_NAMES, knob_values)), draft_of, history,
+                                request):
+            yield update
+
+    outputs = [*hooks.outputs, shared.history, hooks.picker, hooks.status, p.compare]
+    p.go.click(redenoise, [p.state, shared.history], outputs, api_name="redenoise", show_progress="hidden") \
+        .then(api_visibility="private", **hooks.plots)
+    from_draft = with_api_names(from_draft, "prompt", "image", "thinking", "seed", *KNOB_NAMES, "draft", "runs")
+    p.run_draft.click(from_draft, [*hooks.inputs, p.draft, shared.history], outputs, api_name="draft",
+                      show_progress="hidden").then(api_visibility="private", **hooks.plots)
