@@ -33,6 +33,7 @@ INFILL_GROUP = "infill"  # examples.json's drafts with blanks for the embedded m
 # A click on a cell writes "pos" (a shift-click "last-pos") and a fresh stamp into the hidden box, so the same
 # cell clicked twice is still a change; the panel's handler reads it.
 CLICK_JS = """let last = null;
+element.addEventListener('mousedown', (e) => { if (e.shiftKey) e.preventDefault(); });  // no text selection
 element.addEventListener('click', (e) => {
   const cell = e.target.closest('[data-pos]');
   const box = document.querySelector('#dg-edit-click textarea, #dg-edit-click input');

@@ -18,5 +18,5 @@ def outside_skills_html() -> str:
     return (f'<div class="dg-view dg-ref dg-outside" style="border-color:{color}">'
             f'<b style="color:{color}">⚠ outside the tiny model\'s five skills: this reply has no meaning</b>'
             f'<div class="dg-muted">The embedded 2 M-parameter model knows only {esc(SKILLS_LINE)}; anything else '
-            "gets a fluent, templated reply that means nothing. For real answers load the released checkpoint "
+            "gets a reply that means nothing (a fluent, templated one, or none at all). For real answers load the released checkpoint "
             f'(README, "Using the real checkpoint"): <code>{esc(REAL_CHECKPOINT)}</code></div></div>')

@@ -68,7 +68,7 @@ CSS = """<style>
 .dg-cell.dg-thought{border-style:dashed;font-style:italic}
 .dg-cell.dg-waiting{border-style:dotted;border-color:#94a3b866;color:#94a3b8}
 .dg-cell.dg-inspected{outline:3px solid #0ea5e9;outline-offset:1px}
-.dg-cell.dg-pinned{border-style:double;border-width:3px}
+.dg-cell.dg-pinned{border-style:double;border-width:3px;padding:.5px 2.5px}  /* same size as a cell */
 .dg-cell.dg-free{border-style:dotted}
 .dg-cell.dg-blank{border-style:dotted;border-color:#94a3b8;color:#94a3b8}
 .dg-sp{opacity:.4}
