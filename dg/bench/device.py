@@ -12,8 +12,10 @@ Each diffusion run is timed twice: once plain (ms/step, tokens/s), once with the
 around every phase of a step (decoder forward, sampling, recording), which splits a step's time at
 the cost of a few synchronisations. `modes=("compiled",)` times diffusion and AR again on a static KV
 cache with compiled passes (`dg.passes.use_fast_paths`), the way `generate(cache_implementation="static")`
-runs; the summary takes the faster AR and the faster diffusion. `python -m dg.bench.gpu_check` runs this check as one part of
-its report.
+runs; the summary takes the faster AR and the faster diffusion. `modes=("hybrid",)` times hybrid decoding
+(`dg.hybrid`) beside AR on the same weights: random drafts rarely agree with AR, so a round verifies about one
+token, and what it measures is the cost of a round at full size, not hybrid's speed-up.
+`python -m dg.bench.gpu_check` runs this check as parts of its report.
 """
 
 import statistics
@@ -26,6 +28,7 @@ from dg import sampler
 from dg.ar import generate_ar
 from dg.bench.common import format_table, timed
 from dg.config import SamplerConfig
+from dg.hybrid import generate_hybrid
 from dg.passes import encode, new_cache, positions, use_fast_paths
 from dg.sampler import generate_diffusion
 
@@ -37,6 +40,7 @@ RELEASE_TEXT_CONFIG = dict(
     global_head_dim=512, num_experts=128, top_k_experts=8, moe_intermediate_size=704,
     sliding_window=1024, max_position_embeddings=262_144,
 )
+MODES = ("eager", "compiled", "hybrid")  # what device_check times
 NEVER_CONFIDENT = 1e-12  # mean entropy of a random model's softmax is never this low
 # Datasheet memory bandwidth (GB/s) by CUDA device name, most specific first: "H100 PCIe" must match
 # before "H100", "GH200" before "H200".
@@ -222,6 +226,23 @@ def time_ar(model, prompt_ids, n_tokens: int, cache: str = "dynamic", compile: b
             "tokens": len(trace.tokens), "tps": len(trace.tokens) / wall}
 
 
+def time_hybrid(model, prompt_ids, tokens: int, steps: int, backend: str) -> dict:
+    """tokens/s, tokens per round and ms per round of hybrid decoding (one denoising step per round, as the
+    app runs it), `warm_up_s` a 4-token run before it. On random weights this is the cost of a round at full
+    size: one decoder pass, a sampling step and one encoder pass over the canvas, for about one token."""
+    config = SamplerConfig(max_denoising_steps=steps, confidence_threshold=NEVER_CONFIDENT, max_new_tokens=tokens,
+                           backend=backend)
+    inputs = {"input_ids": prompt_ids}
+    _, warm_up_s = timed(lambda: generate_hybrid(model, inputs, config.replace(max_new_tokens=4)), prompt_ids.device)
+    torch.manual_seed(0)
+    trace, wall = timed(lambda: generate_hybrid(model, inputs, config), prompt_ids.device)
+    metrics = trace.metrics()
+    return {"backend": backend, "warm_up_s": warm_up_s, "wall_s": wall, "tokens": metrics["tokens"],
+            "rounds": metrics["rounds"], "tokens_per_round": metrics["tokens_per_round"],
+            "ms_per_round": 1e3 * wall / max(metrics["rounds"], 1), "tps": metrics["tokens"] / wall,
+            "measures": "random weights: drafts rarely agree with AR, so this is a round's cost, not the speed-up"}
+
+
 def _compiled_label(compile: bool | str) -> str:
     return "" if not compile else ", compiled" if compile is True else f", compiled ({compile})"
 
@@ -249,6 +270,12 @@ def summarise(result: dict) -> dict:
     ars = [r for r in (result.get("ar"), result.get("compiled", {}).get("ar")) if r]
     best = min(runs, key=lambda r: r["ms_per_step"])
     ar = min(ars, key=lambda r: r["ms_per_token"])
+    if "hybrid" in result:  # hybrid, AR and diffusion timed in the same process on the same weights
+        hybrid = result["hybrid"]
+        return {"device": result["device"], "hybrid_tps": hybrid["tps"], "hybrid_tokens_per_round":
+                hybrid["tokens_per_round"], "hybrid_ms_per_round": hybrid["ms_per_round"], "ar_tps": ar["tps"],
+                "diffusion_tps": best["tps"], "hybrid_vs_ar": hybrid["tps"] / ar["tps"],
+                "hybrid_vs_diffusion": hybrid["tps"] / best["tps"], "measures": hybrid["measures"]}
     return {"device": result["device"], "prefill_ms": result["prefill_ms"], "ms_per_step": best["ms_per_step"],
             "diffusion_tps": best["tps"], "ar_tps": ar["tps"], "tpf": best["tpf"],
             "decoder_step_vs_ar_token_cost": best["ms_per_step"] / ar["ms_per_token"],
@@ -262,7 +289,8 @@ def device_check(config=None, device=None, dtype=torch.bfloat16, prompt_length: 
 
     `modes`: "eager" (a growing KV cache, eager passes: every backend, the step split) and/or "compiled" (a
     static cache and compiled passes: the fastest backend, no split; `compile` as `use_fast_paths` takes it);
-    the summary takes the faster of each.
+    the summary takes the faster of each. "hybrid" times hybrid decoding for `ar_tokens` tokens beside eager AR
+    and one diffusion run (the fastest backend); its summary is hybrid's tokens/s against both.
 
     With no arguments: the release's 26B-A4B config in bf16 on CUDA (SystemExit without CUDA).
     Tests pass a tiny config and the CPU to exercise the same code.
@@ -287,8 +315,12 @@ def device_check(config=None, device=None, dtype=torch.bfloat16, prompt_length: 
               "prefill_ms": time_prefill(model, prompt_ids)}
     if device.type != "cuda":
         backends = tuple(b for b in backends if b != "triton")
-    if unknown := set(modes) - {"eager", "compiled"}:
-        raise ValueError(f"modes must be among ('eager', 'compiled'), got {sorted(unknown)}")
+    if unknown := set(modes) - set(MODES):
+        raise ValueError(f"modes must be among {MODES}, got {sorted(unknown)}")
+    if "hybrid" in modes:  # beside eager AR and one diffusion run, its own baselines in this process
+        result["hybrid"] = time_hybrid(model, prompt_ids, ar_tokens, steps, backends[-1])
+        result["diffusion"] = [time_diffusion(model, prompt_ids, steps, canvases, backends[-1], split=False)]
+        result["ar"] = time_ar(model, prompt_ids, ar_tokens)
     if "eager" in modes:
         result["diffusion"] = [time_diffusion(model, prompt_ids, steps, canvases, b) for b in backends]
         result["ar"] = time_ar(model, prompt_ids, ar_tokens)

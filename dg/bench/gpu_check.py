@@ -3,7 +3,7 @@
     bash scripts/gpu-check.sh runs/gpu-check --wheels DIR    # python -m dg.bench.gpu_check --out runs/gpu-check
     python -m dg.bench.gpu_check --out runs/smoke --smoke    # the same code on the CPU at tiny shapes
 
-Four parts, each in a process of its own under its own time limit, printed with its result (a crash, an
+Six parts, each in a process of its own under its own time limit, printed with its result (a crash, an
 out-of-memory or a hang is recorded and the next part still runs, on a clean GPU; a part whose imports
 this Python lacks is not run, and one line says what to carry):
 1. `kernel_tests`: `pytest tests/kernels` with TRITON_INTERPRET unset: the Triton kernels compiled;
@@ -15,7 +15,9 @@ this Python lacks is not run, and one line says what to carry):
    ms per step, and the step split into decoder forward / sampling / recording; AR on the same weights;
 4. `compiled`: the same model again, diffusion and AR on a static KV cache with compiled passes
    (`dg.passes.use_fast_paths`, CUDA graphs), compile time apart; the summary takes the faster AR;
-5. `replicas`: one Ray Serve replica of the embedded model per visible GPU, a run on each
+5. `hybrid`: the same model again, hybrid decoding's tokens/s beside AR's and diffusion's (random drafts rarely
+   agree with AR: about one token a round, so it measures the cost of a round at full size);
+6. `replicas`: one Ray Serve replica of the embedded model per visible GPU, a run on each
    (dg.bench.replica_check; in a smoke check one line says it does not apply).
 
 OUT/gpu-check.json: `ok`, `mode` ("gpu" | "smoke"), `started`, `wall_s`, `device` (name, datasheet peak
@@ -53,7 +55,8 @@ ROOT = Path(__file__).resolve().parents[2]
 REPORT_NAME = "gpu-check.json"
 TOTAL_BUDGET_S = 400  # the promise: the whole check within 6 min 40 s, so a second try fits a 15-minute lease
 START_OVERHEAD_S = 30  # the parent's own imports, device queries, installing carried wheels, writing the report
-PART_LIMITS_S = {"kernel_tests": 90, "sampling_step": 50, "sampler": 90, "compiled": 100, "replicas": 40}
+PART_LIMITS_S = {"kernel_tests": 75, "sampling_step": 45, "sampler": 80, "compiled": 90, "hybrid": 40,
+                 "replicas": 40}
 SMOKE_KERNEL_TESTS = "acceptance_equals_entropy_bound_mask or launcher_rejects or looser_entropy_bound"
 CLEAR_MARGIN = 1.0  # logits of lead for every argmax: far more than one bf16 rounding step of the scaled logits
 ONE_HOT_MARGIN = 120.0  # logits of lead that make softmax(logits / τ) exactly one-hot in float32 for τ <= 1
@@ -91,7 +94,8 @@ class CheckPlan:
     def for_smoke(cls) -> "CheckPlan":
         return cls(smoke=True, step_shape=(1, 16, 512), step_repeats=3, copy_mb=16, kernel_tests=SMOKE_KERNEL_TESTS,
                    steps_per_canvas=2, canvases=2, prompt_length=12, ar_tokens=4, compile="eager",
-                   limits_s={"kernel_tests": 60, "sampling_step": 60, "sampler": 60, "compiled": 60, "replicas": 60})
+                   limits_s={"kernel_tests": 60, "sampling_step": 60, "sampler": 60, "compiled": 60, "hybrid": 60,
+                             "replicas": 60})
 
 
 # Part 2: the sampling step, fused vs torch.
@@ -194,7 +198,7 @@ def sampling_step_part(plan: CheckPlan, device) -> tuple[dict, str | None]:
     return result, (f"the fused and torch steps disagree ({failure})" if failure else None)
 
 
-# Parts 3 and 4: the sampler on the full-size model, eager and then on a static cache with compiled passes.
+# Parts 3 to 5: the sampler on the full-size model, eager, on a static cache with compiled passes, and hybrid.
 def _device_check(plan: CheckPlan, device, mode: str) -> tuple[dict, str | None]:
     """The device check in one mode (both sampling backends on CUDA, plus AR); smoke: a tiny config on the CPU."""
     from dg.bench.device import device_check
@@ -207,13 +211,14 @@ def _device_check(plan: CheckPlan, device, mode: str) -> tuple[dict, str | None]
         config, dtype = None, torch.bfloat16  # the release's 26B-A4B
     result = device_check(config, device, dtype, prompt_length=plan.prompt_length, steps=plan.steps_per_canvas,
                           canvases=plan.canvases, ar_tokens=plan.ar_tokens, modes=(mode,), compile=plan.compile)
-    runs = result["diffusion"] if mode == "eager" else result["compiled"]["diffusion"]
+    runs = result["compiled"]["diffusion"] if mode == "compiled" else result["diffusion"]
     short = [r["backend"] for r in runs if r["steps"] != plan.steps_per_canvas * plan.canvases]
     return result, (f"runs stopped early ({', '.join(short)})" if short else None)
 
 
 CHILD_PARTS = {"sampling_step": sampling_step_part, "sampler": partial(_device_check, mode="eager"),
-               "compiled": partial(_device_check, mode="compiled"), "replicas": replicas_part}
+               "compiled": partial(_device_check, mode="compiled"), "hybrid": partial(_device_check, mode="hybrid"),
+               "replicas": replicas_part}
 
 
 def run_child(part: str, plan: CheckPlan, result_path: Path) -> int:
@@ -344,6 +349,11 @@ def describe(name: str, result: dict) -> list[str]:
         return [f"{result['description']}: up in {fmt(result['start_s'])} s, {fmt(result['tokens_per_s'], '.4g')} tok/s "
                 f"over {result['gpus']} runs at once"] + [f"{r['replica']}: {r['finish']} in {fmt(r['seconds'])} s"
                                                           for r in result["runs"]]
+    if name == "hybrid":
+        h, summary = result["hybrid"], result["summary"]
+        return [f"hybrid: {fmt(h['tps'], '.4g')} tok/s, {fmt(h['tokens_per_round'])} tokens/round, "
+                f"{fmt(h['ms_per_round'])} ms/round; vs AR {fmt(summary['hybrid_vs_ar'])}x, vs diffusion "
+                f"{fmt(summary['hybrid_vs_diffusion'])}x ({h['measures']})"]
     if name == "compiled":
         result = result["compiled"]
     lines = [f"{r['backend']} sampling, {r['fast_paths']}: {fmt(r['tps'], '.4g')} tok/s, {fmt(r['ms_per_step'])} "

@@ -17,7 +17,7 @@ from dg.bench.gpu_check import CheckPlan, designed_logits, main, run_part
 from dg.kernels.reference import sample_step_torch
 
 ROOT = gpu_check.ROOT
-PARTS = {"kernel_tests", "sampling_step", "sampler", "compiled", "replicas"}
+PARTS = {"kernel_tests", "sampling_step", "sampler", "compiled", "hybrid", "replicas"}
 PROBE_WHEEL = "dgprobe-1.0-py3-none-any.whl"
 
 
@@ -155,7 +155,8 @@ def test_the_full_plan_fits_its_budget_and_an_oversized_one_is_refused():
     assert plan.step_shape == (1, 256, 262_144) and plan.steps_per_canvas == 12 and plan.kernel_tests is None
     assert sum(plan.limits_s.values()) + gpu_check.START_OVERHEAD_S <= gpu_check.TOTAL_BUDGET_S == 400
     with pytest.raises(ValueError, match="budget"):
-        CheckPlan(limits_s={"kernel_tests": 150, "sampling_step": 50, "sampler": 90, "compiled": 100, "replicas": 40})
+        CheckPlan(limits_s={"kernel_tests": 150, "sampling_step": 50, "sampler": 90, "compiled": 100, "hybrid": 40,
+                            "replicas": 40})
     with pytest.raises(ValueError, match="steps_per_canvas must be >= 2, got 1"):
         CheckPlan(steps_per_canvas=1)
 
@@ -179,6 +180,20 @@ def test_smoke_compiled_part_times_diffusion_and_ar_on_a_static_cache(smoke_repo
     assert run["steps"] == plan.steps_per_canvas * plan.canvases and run["tokens"] > 0
     assert all(positive_finite(x) for x in (run["tps"], run["ms_per_step"], run["warm_up_s"], ar["tps"]))
     assert result["summary"]["ar_fast_paths"] == ar["fast_paths"]
+
+
+def test_smoke_hybrid_part_times_hybrid_beside_ar_and_diffusion_and_says_what_it_measures(smoke_report,
+                                                                                          positive_finite):
+    result = smoke_report[1]["parts"]["hybrid"]["result"]
+    plan = CheckPlan.for_smoke()
+    hybrid, summary = result["hybrid"], result["summary"]
+    assert hybrid["tokens"] == plan.ar_tokens and 1 <= hybrid["rounds"] <= hybrid["tokens"]
+    assert hybrid["tokens_per_round"] == pytest.approx(hybrid["tokens"] / hybrid["rounds"])
+    assert summary["hybrid_vs_ar"] == pytest.approx(hybrid["tps"] / result["ar"]["tps"])
+    assert summary["hybrid_vs_diffusion"] == pytest.approx(hybrid["tps"] / result["diffusion"][0]["tps"])
+    assert all(positive_finite(x) for x in (hybrid["ms_per_round"], hybrid["warm_up_s"], summary["hybrid_tps"]))
+    assert "a round's cost" in summary["measures"]  # random drafts: said in the part's own output
+    assert "compiled" not in result  # one part, one way of running
 
 
 def test_a_part_this_python_cannot_import_is_named_in_one_line(monkeypatch):
