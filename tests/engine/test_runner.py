@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from dg.ar import generate_ar
+from dg.edits import CanvasEdit
 from dg.engine.runner import MODES, InProcess, stream_mode
 from dg.noise import denoise_once
 from dg.sampler import generate_diffusion
@@ -35,6 +36,32 @@ def test_a_hybrid_run_streams_greedy_ar_s_tokens_with_its_rounds(loaded, config,
     records = list(loaded.stream("hybrid", inputs, config, 3, threading.Event()))
     assert [r.token_id for r in records if r.kind == "token"] == solo.token_ids
     assert any(r.kind == "round" for r in records) and records[-1].kind == "end"
+
+
+def draft_of(loaded, config, inputs, seed=3):
+    """A finished run's canvases with their second quarter blanked (dg.edits), as the app's Re-denoise sends them."""
+    torch.manual_seed(seed)
+    edit = CanvasEdit.of_trace(generate_diffusion(loaded.model, inputs, config))
+    edit = edit.blanked(range(len(edit) // 4, len(edit) // 2))
+    return edit.to_draft(loaded.model.config.text_config.vocab_size, torch.Generator().manual_seed(seed))
+
+
+def test_a_draft_warm_starts_a_diffusion_run_with_its_pins_held_as_the_sampler_does(loaded, config, inputs):
+    draft = draft_of(loaded, config, inputs)
+    torch.manual_seed(3)
+    solo = generate_diffusion(loaded.model, inputs, config, **draft.sampler_args())
+    torch.manual_seed(3)
+    records = list(loaded.stream("diffusion", inputs, config, 3, threading.Event(), draft))
+    steps = [r for r in records if r.kind == "step"]
+    assert steps and [r.argmax.tolist() for r in steps] == [r.argmax.tolist() for r in solo.steps]
+    assert all(r.pinned is not None for r in steps)
+
+
+def test_a_draft_for_ar_or_hybrid_is_one_line_that_says_it_seeds_diffusion(loaded, config, inputs):
+    draft = draft_of(loaded, config, inputs)
+    for mode in ("ar", "hybrid"):
+        with pytest.raises(ValueError, match="a draft seeds the diffusion canvas"):
+            stream_mode(loaded, mode, inputs, config, threading.Event(), draft)
 
 
 def test_a_set_cancel_event_ends_the_run_cancelled_before_its_first_step(loaded, config, inputs):

@@ -17,6 +17,7 @@ import torch
 from gradio_client import Client
 
 from dg.ar import generate_ar
+from dg.edits import CanvasEdit
 from dg.loading import share_cpu
 from dg.noise import denoise_once
 from dg.sampler import generate_diffusion
@@ -176,6 +177,23 @@ def test_records_made_ahead_to_the_end_of_a_run_are_its_records_and_nothing_afte
     plain, ahead = records(False), records(True)
     assert [r.kind for r in ahead] == [r.kind for r in plain] and ahead[-1].kind == "end"
     assert argmaxes(ahead) == argmaxes(plain) and ahead[-1].finish_reason == plain[-1].finish_reason
+
+
+def test_a_draft_with_pins_through_the_worker_makes_the_headless_run_and_holds_every_pin(hosted, loaded, config,
+                                                                                         inputs):
+    edit = CanvasEdit.of_trace(headless(loaded, inputs, config, seed=3))
+    edit = edit.blanked(range(len(edit) // 4, len(edit) // 2))
+    draft = edit.to_draft(loaded.model.config.text_config.vocab_size, torch.Generator().manual_seed(3))
+    torch.manual_seed(3)
+    solo = generate_diffusion(loaded.model, inputs, config, **draft.sampler_args())
+    run = live.mode_run(hosted, "diffusion", inputs, config, 3, draft=draft).start()  # pickled to the worker
+    assert run.wait(120) and run.error is None
+    assert run.trace.token_ids == solo.token_ids and argmaxes(run.trace.steps) == argmaxes(solo.steps)
+    length = loaded.model.config.canvas_length
+    for step in run.trace.steps:
+        span = slice(step.canvas * length, (step.canvas + 1) * length)
+        held, tokens = draft.pinned[0, span].numpy(), draft.init_canvas[0, span].numpy()
+        assert (step.pinned == held).all() and (step.argmax[held] == tokens[held]).all()
 
 
 def test_ar_through_the_worker_makes_the_tokens_of_headless_ar(hosted, loaded, inputs):
