@@ -22,12 +22,12 @@ CPUs or GPUs asked for, fails the start-up.
 """
 
 import asyncio
-import itertools
 import math
 import os
 import re
 import threading
 import time
+import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields, replace
@@ -123,13 +123,17 @@ class ModelReplica:
 
     def hello(self, route=None) -> dict:
         """Who this replica is and what it loaded (or why it could not)."""
-        return {"name": self.name, "id": self.id, "pid": os.getpid(), "info": self.info, "error": self.error}
+        return {**self.who(), "info": self.info, "error": self.error}
+
+    def who(self) -> dict:
+        """This replica's name, routing id and process id."""
+        return {"name": self.name, "id": self.id, "pid": os.getpid()}
 
     async def stream(self, run_id: str, mode: str, inputs: dict, settings: SamplerConfig, seed: int | None,
                      draft=None, route=None):
-        """`hello()`, then the run's records (`draft`: a diffusion run's warm start and pins, dg.drafts); its
+        """`who()`, then the run's records (`draft`: a diffusion run's warm start and pins, dg.drafts); its
         RunStart names this replica."""
-        yield self.hello()  # first, so the app can count the run off this replica whatever follows
+        yield self.who()  # first, so the app can count the run off this replica whatever follows
         if self.error:
             raise RuntimeError(self.error)
         cancel = self.cancels[run_id] = threading.Event()
@@ -203,7 +207,6 @@ class ServeReplicas:
         self.device = "cpu"
         self.info: HostInfo | None = None
         self._own_ray = False
-        self._ids = itertools.count()
 
     def start(self) -> HostInfo:
         """Join the cluster (or start Ray here), check it can hold the replicas, deploy them and wait until
@@ -268,27 +271,27 @@ class ServeReplicas:
         """The records of one run on one replica (a `draft` goes along on the CPU); `cancel` set ends it exactly
         before the next step."""
         route = ("group", f"{os.getpid()}:{id(inputs)}")  # a race's lanes and an A/B pair share their inputs
-        run_id = f"{os.getpid()}-{next(self._ids)}"
+        run_id = uuid.uuid4().hex  # unique on a cluster that several apps share
         sent = {k: v.cpu() if torch.is_tensor(v) else v for k, v in dict(inputs).items()}
         draft = None if draft is None else draft.on("cpu")
         call = self.handle.options(stream=True).stream.remote(run_id, mode, sent, settings, seed, draft, route=route)
-        replica, hello = "a replica", None
+        replica, who = "a replica", None
         try:
-            hello = next(call)
-            replica = hello["name"]
-            yield from self._records(call, run_id, hello, cancel)
+            who = next(call)
+            replica = who["name"]
+            yield from self._records(call, run_id, who, cancel)
         except (ray.exceptions.RayError, RayServeException) as err:
             raise _one_line_error(err, replica) from None
         finally:
             call.cancel()  # a no-op once the call has ended
-            if hello is not None:
-                PLACEMENT.ended(route, hello["id"])
+            if who is not None:
+                PLACEMENT.ended(route, who["id"])
 
-    def _records(self, call, run_id: str, hello: dict, cancel: threading.Event):
+    def _records(self, call, run_id: str, who: dict, cancel: threading.Event):
         kinds, clock, stopped = Counter(), time.perf_counter(), False
         for record in call:
             if cancel.is_set() and not stopped:
-                self.handle.stop.remote(run_id, route=("replica", hello["id"]))
+                self.handle.stop.remote(run_id, route=("replica", who["id"]))
                 stopped = True
             if stopped and record.kind in RUN_KINDS:  # made after the stop was seen here: end before it
                 yield ended_before(record, kinds, clock)
