@@ -1,0 +1,77 @@
+"""The edit panel's logic (dg.ui.edit_panel) and its draft endpoint on the real server: the picked run loads
+all pinned (or says why it cannot), clicks pin, free, blank and pick a cell as the choice says, a shift-click
+reaches every cell since the last click; /draft runs a draft with blanks with its text pinned, and a bad draft
+is a one-line message."""
+
+import re
+from pathlib import Path
+
+import pytest
+from gradio_client import Client
+from gradio_client.exceptions import AppError
+
+from dg.engine.session import History
+from dg.trace import Trace
+from dg.ui.edit_panel import BLANK, PIN, WRITE, clicked, load
+from tests.ui.test_app import FAST
+
+# outputs of /draft and /redenoise, in order (gr.State is not part of the API)
+CANVAS, PANEL, TEXT, INSPECTOR, STEP, TRACE_FILE, PICKER, STATUS, COMPARE = range(9)
+
+
+@pytest.fixture
+def history(diffusion_trace, ar_trace):
+    return History().keep("Write a story.", ar_trace).keep("Write a story.", diffusion_trace, meta={"image": None})
+
+
+@pytest.fixture
+def client(url, tmp_path):
+    return Client(url, verbose=False, download_files=str(tmp_path))
+
+
+def test_the_picked_run_loads_all_pinned_and_an_ar_run_says_why_it_cannot(history):
+    editing, note = load(history, history.labels[-1], None)
+    assert note == "" and all(editing.edit.pinned) and editing.source is history.runs[-1]
+    editing, note = load(history, history.labels[0], None)
+    assert editing is None and "only a diffusion run" in note
+
+
+def test_a_picture_run_keeps_its_upload_only_when_the_file_is_the_same_picture(diffusion_trace):
+    history = History().keep("Describe the picture.", diffusion_trace, meta={"image": "shapes.png"})
+    assert load(history, None, "/tmp/gradio/abc/shapes.png")[0].image == "/tmp/gradio/abc/shapes.png"
+    assert load(history, None, "/tmp/gradio/abc/other.png")[0].image is None
+
+
+def test_clicks_pin_free_blank_and_pick_and_a_shift_click_reaches_every_cell_since_the_last(history):
+    editing, _ = load(history, None, None)
+    freed = clicked(editing, "3@1", PIN)
+    assert not freed.edit.pinned[3] and clicked(freed, "3@2", PIN).edit.pinned[3]
+    ranged = clicked(freed, "3-7@3", PIN)  # every cell takes the state the last click gave
+    assert not any(ranged.edit.pinned[3:8]) and ranged.edit.pinned[8]
+    blank = clicked(editing, "9-5@4", BLANK)
+    assert blank.edit.ids[5:10] == (None,) * 5
+    assert clicked(editing, "6@5", WRITE).selected == 6 and clicked(editing, "6@5", WRITE).edit == editing.edit
+    assert clicked(None, "1@6", PIN) is None
+
+
+def test_a_click_past_the_canvas_is_a_one_line_message(history):
+    editing, _ = load(history, None, None)
+    with pytest.raises(Exception, match="past the canvas"):
+        clicked(editing, "0-9999@1", BLANK)
+
+
+def test_the_draft_endpoint_pins_the_draft_s_text_and_keeps_the_run(client):
+    result = client.predict(prompt="Write a story.", image=None, thinking=False, seed=0, draft="the {{4}} and {{...}}",
+                            api_name="/draft", **FAST)
+    trace = Trace.from_json(Path(result[TRACE_FILE]).read_text())
+    assert trace.steps and all(step.pinned is not None for step in trace.steps)
+    assert trace.steps[0].pinned.sum() > 0 and "Done" in result[STATUS]
+    assert re.match(r"#\d+ draft ", result[PICKER]["value"]) and result[TEXT]
+
+
+@pytest.mark.parametrize("draft, message", [("{{...}} then text", "can only end a draft"), ("x {{0}}", "n >= 1"),
+                                            ("{{40}}", "token budget holds 16")])
+def test_a_bad_draft_is_one_line_that_says_what_is_wrong(client, draft, message):
+    with pytest.raises(AppError, match=re.escape(message)):
+        client.predict(prompt="Write a story.", image=None, thinking=False, seed=0, draft=draft, api_name="/draft",
+                       **FAST)
