@@ -87,12 +87,12 @@ def labels(demo) -> list[str]:
     return [str(getattr(block, "label", "")) for block in demo.blocks.values()]
 
 
-def test_the_released_models_examples_show_for_another_model_and_hide_for_the_embedded_one(loaded):
+def test_the_released_models_examples_show_and_on_the_embedded_model_say_its_reply_has_no_meaning(loaded):
     assert not generate_tab.is_embedded(loaded)
-    assert any("released model" in label for label in labels(build_app(loaded)))
+    assert any(label == "General (for the released model)" for label in labels(build_app(loaded)))
     embedded = dataclasses.replace(loaded, source=str(EMBEDDED_MODEL))
     assert generate_tab.is_embedded(embedded)
-    assert not any("released model" in label for label in labels(build_app(embedded)))
+    assert any("released model" in label and "no meaning" in label for label in labels(build_app(embedded)))
 
 
 def test_hybrid_mode_colours_each_verify_round_and_its_replay_and_plots_follow_it(client):
@@ -124,3 +124,16 @@ def test_ar_mode_streams_one_token_per_forward_and_its_run_replays_without_an_er
     label = final[PICKER]["value"]
     assert client.predict(label, 1, "argmax", 0, api_name="/replay")  # no steps to replay: the views stay
     assert all(client.predict(label, api_name="/plots"))
+
+
+def test_a_reply_of_the_embedded_model_outside_its_skills_gets_the_note_and_a_skill_prompt_or_another_model_not(
+        diffusion_trace, processor):
+    from dg.engine.session import History
+
+    def text(prompt, model):
+        kept = History().keep(prompt, diffusion_trace, meta={"model": model, "image": None}).run(None)
+        return generate_tab.text_and_check(kept, processor.tokenizer, SkillExamples.load())
+
+    assert "no meaning" in text("Why is the sky blue?", EMBEDDED_MODEL.name)
+    assert "no meaning" not in text("Compute 2487 + 3356.", EMBEDDED_MODEL.name)  # a sum of its own: a skill
+    assert "no meaning" not in text("Why is the sky blue?", "diffusiongemma-26B-A4B-it")
