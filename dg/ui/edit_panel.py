@@ -194,7 +194,8 @@ def _wire_runs(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
     """Re-denoise and Run the draft: a diffusion run with a draft, streamed into Generate's views, kept."""
     tok, vocab = loaded.tokenizer, loaded.model.config.text_config.vocab_size
 
-    async def run(prompt, image, thinking, seed, knobs: dict, draft_of: Callable, history, request, source=None):
+    async def run(prompt, image, thinking, seed, knobs: dict, draft_of: Callable, history, request, source=None,
+                  made_from: dict | None = None):
         with refused_input():
             run_inputs, config, seed = prepare_run(loaded, prompt, image, thinking, seed, knobs)
             draft = draft_of(config, torch.Generator().manual_seed(seed))
@@ -203,7 +204,7 @@ def _wire_runs(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
             yield update
         trace = live.snapshot()
         tag = " ✎" if source is not None else " draft"
-        history = history.keep(prompt, trace, tag, meta=hooks.meta(prompt, image, thinking, seed))
+        history = history.keep(prompt, trace, tag, meta={**hooks.meta(prompt, image, thinking, seed), **(made_from or {})})
         kept = history.run(None)
         table = compare_table({source.label: source.trace, kept.label: trace}) if source is not None else ""
         yield {**hooks.finished(kept), shared.history: history, hooks.picker: picker(history),
@@ -218,7 +219,8 @@ def _wire_runs(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
                           "pick the run again")
         knobs = {k: v for k, v in kept.trace.start.config.items() if k in KNOB_NAMES}
         async for update in run(meta["prompt"], editing.image, meta.get("thinking", False), meta.get("seed", 0),
-                                knobs, lambda config, gen: editing.edit.to_draft(vocab, gen), history, request, kept):
+                                knobs, lambda config, gen: editing.edit.to_draft(vocab, gen), history, request, kept,
+                                {"edited_from": kept.label, **editing.edit.counts}):
             yield update
 
     async def from_draft(prompt, image, thinking, seed, *rest, request=None):
@@ -230,7 +232,7 @@ def _wire_runs(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
                                eos_token_id=loaded.eos_token_ids[0], pad_token_id=loaded.pad_token_id, generator=gen)
 
         async for update in run(prompt, image, thinking, seed, dict(zip(KNOB_NAMES, knob_values)), draft_of, history,
-                                request):
+                                request, made_from={"draft": text}):
             yield update
 
     outputs = [*hooks.outputs, shared.history, hooks.picker, hooks.status, p.compare]

@@ -3,6 +3,7 @@ all pinned (or says why it cannot), clicks pin, free, blank and pick a cell as t
 reaches every cell since the last click; /draft runs a draft with blanks with its text pinned, and a bad draft
 is a one-line message."""
 
+import json
 import re
 from pathlib import Path
 
@@ -63,7 +64,9 @@ def test_a_click_past_the_canvas_is_a_one_line_message(history):
 def test_the_draft_endpoint_pins_the_draft_s_text_and_keeps_the_run(client):
     result = client.predict(prompt="Write a story.", image=None, thinking=False, seed=0, draft="the {{4}} and {{...}}",
                             api_name="/draft", **FAST)
-    trace = Trace.from_json(Path(result[TRACE_FILE]).read_text())
+    text = Path(result[TRACE_FILE]).read_text()
+    trace = Trace.from_json(text)
+    assert json.loads(text)["run"]["draft"] == "the {{4}} and {{...}}"  # the file says what produced the run
     assert trace.steps and all(step.pinned is not None for step in trace.steps)
     assert trace.steps[0].pinned.sum() > 0 and "Done" in result[STATUS]
     assert re.match(r"#\d+ draft ", result[PICKER]["value"]) and result[TEXT]
