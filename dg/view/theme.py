@@ -100,7 +100,8 @@ CSS = """<style>
 body.dg-presenter #dg-main{flex-direction:column}
 body.dg-presenter #dg-main>div{width:100%;max-width:100%;flex:1 1 auto}
 body.dg-presenter .dg-view{font-size:20px}
-body.dg-presenter #dg-canvas .dg-cell{padding:5px 9px;border-width:2.5px}
+body.dg-presenter #dg-canvas .dg-cell,body.dg-presenter #dg-edit-canvas .dg-cell{padding:5px 9px;border-width:2.5px}
+body.dg-presenter #dg-canvas .dg-pinned,body.dg-presenter #dg-edit-canvas .dg-pinned{padding:3.5px 7.5px;border-width:4px}
 body.dg-presenter .dg-clabel,body.dg-presenter .dg-legend .dg-what,body.dg-presenter .dg-group{font-size:15px}
 """
 # each state's fill as a class, so a canvas cell names its state instead of carrying an inline style

@@ -87,6 +87,16 @@ def test_blanking_a_story_s_middle_and_re_denoising_keeps_every_pinned_cell_as_a
     assert page.locator("#dg-canvas .dg-cell.dg-pinned").count() > 0
     page.get_by_text(re.compile("(matches|differs from) the reference")).first.wait_for(timeout=10_000)
     page.screenshot(path=str(artifacts / "edit-02-re-denoised.png"), full_page=True)
+
+    # the presenter view: edit cells as large as the live canvas's, pinned ones as tall as the others
+    page.get_by_label("Presenter view").check()
+    page.wait_for_function("() => document.body.classList.contains('dg-presenter')")
+    heights = page.evaluate("() => [...document.querySelectorAll('#dg-edit-canvas .dg-cell')]"
+                            ".map(c => Math.round(c.getBoundingClientRect().height))")
+    live = page.locator("#dg-canvas .dg-grid .dg-cell").first.bounding_box()["height"]
+    assert max(heights) - min(heights) <= 1 and abs(heights[0] - live) <= 1
+    page.locator("#dg-edit-canvas").scroll_into_view_if_needed()
+    page.screenshot(path=str(artifacts / "edit-03-presenter.png"))
     assert error_toasts(page) == []
 
 
@@ -102,7 +112,7 @@ def test_a_draft_with_blanks_runs_from_the_infill_examples_and_a_free_question_g
     assert status.startswith("Done"), status
     answer = page.locator("#dg-text .dg-answer").inner_text()
     assert '"city": "Paris"' in answer
-    page.screenshot(path=str(artifacts / "edit-03-draft.png"), full_page=True)
+    page.screenshot(path=str(artifacts / "edit-04-draft.png"), full_page=True)
 
     question = load_rows()["general"][0].prompt
     page.locator("#dg-main textarea").first.fill(question)
@@ -111,5 +121,5 @@ def test_a_draft_with_blanks_runs_from_the_infill_examples_and_a_free_question_g
     page.locator("#dg-text .dg-outside").wait_for(timeout=10_000)
     assert "no meaning" in page.locator("#dg-text").inner_text()
     page.locator("#dg-text").scroll_into_view_if_needed()
-    page.screenshot(path=str(artifacts / "edit-04-outside-skills.png"), full_page=True)
+    page.screenshot(path=str(artifacts / "edit-05-outside-skills.png"), full_page=True)
     assert error_toasts(page) == []
