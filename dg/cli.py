@@ -16,7 +16,7 @@ import os
 import shutil
 import sys
 
-from dg.config import BACKENDS, KNOBS, SamplerConfig, check_seed
+from dg.config import AR_PATHS, BACKENDS, KNOBS, SamplerConfig, check_seed
 from dg.trace import STOP_LABELS, Trace, record_to_dict
 
 
@@ -34,6 +34,8 @@ def add_generate_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--draft", default=None,
                         help="reply text to start from (warm start); with blanks {{n}} (n free tokens) or a final "
                              "{{...}} (the rest) its text is pinned and only the blanks are denoised (infill)")
+    parser.add_argument("--ar-path", choices=AR_PATHS, default="auto",
+                        help="AR runs: eager, or a static cache and the compiled step (auto: compiled on CUDA)")
     parser.add_argument("--sample", action="store_true", help="AR mode: sample instead of greedy")
     parser.add_argument("--ar-temperature", type=float, default=1.0, help="AR mode sampling temperature")
     for knob in KNOBS:
@@ -60,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
 def run_generate(args) -> Trace:
     import torch
 
-    from dg.ar import stream_ar
+    from dg.ar import ar_path_options, stream_ar
     from dg.loading import check_inputs, load, share_cpu
     from dg.prompts import build_inputs
     from dg.hybrid import stream_hybrid
@@ -73,7 +75,7 @@ def run_generate(args) -> Trace:
         raise ValueError(f"--draft seeds the diffusion canvas; it does not apply to --mode {args.mode}")
     if args.mode == "ar" and args.sample and not (math.isfinite(args.ar_temperature) and args.ar_temperature > 0):
         raise ValueError(f"--ar-temperature must be a finite number > 0, got {args.ar_temperature}")
-    loaded = load(args.model, device=args.device)
+    loaded = load(args.model, device=args.device, ar_path=args.ar_path)
     share_cpu(loaded.device)  # threads as the app picks them
     config = SamplerConfig.from_generation_config(loaded.model.generation_config, **overrides)
     check_backend(config.backend, loaded.device)
@@ -84,7 +86,8 @@ def run_generate(args) -> Trace:
         torch.manual_seed(seed)
     if args.mode == "ar":
         stream = stream_ar(loaded.model, inputs, config.max_new_tokens, loaded.eos_token_ids,
-                           greedy=not args.sample, temperature=args.ar_temperature, pad_token_id=loaded.pad_token_id)
+                           greedy=not args.sample, temperature=args.ar_temperature, pad_token_id=loaded.pad_token_id,
+                           **ar_path_options(loaded.ar_path))
     elif args.mode == "hybrid":
         stream = stream_hybrid(loaded.model, inputs, config)
     else:

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, fields, replace
 
 from dg.kernels.sampling import BACKENDS
 
+AR_PATHS = ("auto", "eager", "compiled")  # how AR runs pass through the model (dg.ar.choose_ar_path)
+
 
 @dataclass(frozen=True)
 class Knob:

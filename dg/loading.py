@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from dg.ar import choose_ar_path, warm_ar_path
 from dg.config import SamplerConfig
 from dg.passes import eos_token_ids, pad_token_id
 
@@ -36,6 +37,7 @@ class Loaded:
     source: str
     device: torch.device
     dtype: torch.dtype
+    ar_path: str = "eager"  # how every AR run on the model passes through it (dg.ar.choose_ar_path)
 
     @property
     def tokenizer(self):
@@ -53,7 +55,7 @@ class Loaded:
         n = sum(p.numel() for p in self.model.parameters())
         cfg = self.model.config
         return (f"{self.source}: {n / 1e6:.1f} M params, vocab {cfg.text_config.vocab_size}, "
-                f"canvas {cfg.canvas_length}, {self.dtype} on {self.device}")
+                f"canvas {cfg.canvas_length}, {self.dtype} on {self.device}, AR {self.ar_path}")
 
 
 def one_line(err: BaseException) -> str:
@@ -260,7 +262,10 @@ def load_ar_model(source: str, device=None) -> ARModel:
     return ARModel(model, tokenizer, str(source))
 
 
-def load(model: str | os.PathLike | None = None, device=None, dtype: torch.dtype | None = None) -> Loaded:
+def load(model: str | os.PathLike | None = None, device=None, dtype: torch.dtype | None = None,
+         ar_path: str = "auto") -> Loaded:
+    """The checkpoint on `device` (CUDA when available), its processor and sampler defaults; `ar_path` ("auto" |
+    "eager" | "compiled") picks the AR path every AR run takes there, a compiled one warmed here."""
     from transformers import AutoProcessor, DiffusionGemmaForBlockDiffusion
     from transformers.utils import logging as hf_logging
 
@@ -268,6 +273,7 @@ def load(model: str | os.PathLike | None = None, device=None, dtype: torch.dtype
 
     source = resolve(model)
     device, default_dtype = pick_device(device)
+    ar_path = choose_ar_path(ar_path, device)
     dtype = dtype or default_dtype
     try:
         # device_map: each tensor goes from the safetensors mmap straight to `device`; a 26B checkpoint never
@@ -280,7 +286,8 @@ def load(model: str | os.PathLike | None = None, device=None, dtype: torch.dtype
         sampler_config = SamplerConfig.from_generation_config(net.generation_config)
     except Exception as err:  # a broken config, missing or truncated weights, a foreign tokenizer: one line
         raise ValueError(f"cannot load the checkpoint {source}: {one_line(err)}") from err
-    return Loaded(net, processor, sampler_config, source, device, dtype)
+    warm_ar_path(net, ar_path)
+    return Loaded(net, processor, sampler_config, source, device, dtype, ar_path)
 
 
 def load_skeleton(source: str, config, generation_config, sampler_config: SamplerConfig, dtype: torch.dtype) -> Loaded:

@@ -1,10 +1,13 @@
 """AR mode on the same weights: cached decoding equals a plain no-cache loop, token for token, on a growing or a
-static cache, eager or compiled."""
+static cache, eager or compiled; the AR path chosen where the model lives, and every run on it."""
+
+import threading
 
 import pytest
 import torch
 
-from dg.ar import generate_ar, next_token_logits
+from dg.ar import (STATIC_CACHE_BLOCK, ar_path_options, choose_ar_path, generate_ar, next_token_logits,
+                   static_capacity, warm_ar_path)
 from dg.passes import use_fast_paths
 from dg.prompts import build_inputs
 from dg.testing import tiny_model_for
@@ -80,13 +83,45 @@ def test_compiling_needs_the_static_cache(embedded):
         generate_ar(embedded.model, inputs, max_new_tokens=4, compile=True)
 
 
-@pytest.mark.slow  # torch.compile of the encoder takes ~45 s on two CPU cores
-def test_the_compiled_ar_step_gives_the_tokens_of_the_eager_one(embedded):
+@pytest.mark.slow  # torch.compile of the encoder takes ~45 s on two CPU cores (once: the warm-up's)
+def test_the_compiled_ar_path_warmed_at_load_gives_the_eager_tokens_in_every_run(embedded):
+    from dg.engine.runner import InProcess, stream_mode
+    from dg.trace import TokenRecord
+
     inputs = build_inputs(embedded.processor, "Write a sentence about a dog.")
-    eager = generate_ar(embedded.model, inputs, max_new_tokens=12)
-    compiled = generate_ar(embedded.model, inputs, max_new_tokens=12, cache="static", compile=True)
-    again = generate_ar(embedded.model, inputs, max_new_tokens=12, cache="static", compile=True)
-    assert compiled.token_ids == again.token_ids == eager.token_ids
+    eos = embedded.eos_token_ids
+    eager = generate_ar(embedded.model, inputs, 12, eos, **ar_path_options("eager"))
+    warm_ar_path(embedded.model, "compiled")  # what load() does on the compiled path
+    assert ("encoder", "inductor") in embedded.model.dg_compiled  # compiled before any run
+    compiled = generate_ar(embedded.model, inputs, 12, eos, **ar_path_options("compiled"))
+    again = generate_ar(embedded.model, inputs, 12, eos, **ar_path_options("compiled"))
+    runner = InProcess.of(embedded)
+    runner.ar_path = "compiled"  # as load(ar_path="compiled") sets it: the engine's AR runs take it
+    settings = embedded.sampler_config.replace(max_new_tokens=12)
+    records = stream_mode(runner, "ar", inputs, settings, threading.Event())
+    through_engine = [r.token_id for r in records if isinstance(r, TokenRecord)]
+    assert compiled.token_ids == again.token_ids == through_engine == eager.token_ids
+
+
+def test_the_ar_path_is_compiled_on_cuda_and_eager_elsewhere_unless_overridden():
+    assert choose_ar_path("auto", "cuda") == "compiled" and choose_ar_path("auto", torch.device("cuda:1")) == "compiled"
+    assert choose_ar_path("auto", "cpu") == "eager"
+    assert choose_ar_path("compiled", "cpu") == "compiled" and choose_ar_path("eager", "cuda") == "eager"
+    with pytest.raises(ValueError, match="got 'fast'"):
+        choose_ar_path("fast", "cpu")
+    assert ar_path_options("compiled") == {"cache": "static", "compile": True}
+    assert ar_path_options("eager") == {"cache": "dynamic", "compile": False}
+
+
+def test_a_compiled_run_s_cache_is_rounded_up_so_nearby_lengths_share_a_graph():
+    assert static_capacity(1) == static_capacity(STATIC_CACHE_BLOCK) == STATIC_CACHE_BLOCK
+    assert static_capacity(STATIC_CACHE_BLOCK + 1) == 2 * STATIC_CACHE_BLOCK
+    assert static_capacity(3 * STATIC_CACHE_BLOCK) == 4 * STATIC_CACHE_BLOCK
+
+
+def test_the_embedded_model_loads_on_the_eager_ar_path_on_a_cpu_and_says_so(embedded):
+    assert embedded.ar_path == "eager" and "AR eager" in embedded.describe()
+    warm_ar_path(embedded.model, "eager")  # nothing to compile
 
 
 def test_the_whole_graph_of_the_ar_step_is_captured_and_gives_the_same_tokens(embedded):

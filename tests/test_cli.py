@@ -43,6 +43,15 @@ def test_ar_mode_and_the_live_view_print_a_summary(checkpoint_dir, capsys):
     assert "forward passes" in capsys.readouterr().out
 
 
+def test_ar_path_is_a_flag_and_an_unknown_one_exits_2(checkpoint_dir, capsys):
+    assert main(["generate", "--model", str(checkpoint_dir), "--prompt", "Hi", "--mode", "ar", "--ar-path", "eager",
+                 "--max-new-tokens", "4"]) == 0
+    with pytest.raises(SystemExit) as exit_:
+        main(["generate", "--prompt", "Hi", "--ar-path", "fast"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "--ar-path" in err and "'fast'" in err and len(err.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--prompt", " "], "prompt is empty"),
     (["--prompt", "hi", "--entropy-bound", "0"], "entropy_bound"),

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from typing import Protocol
 
-from dg.ar import stream_ar
+from dg.ar import ar_path_options, stream_ar
 from dg.config import SamplerConfig
 from dg.drafts import Draft
 from dg.hybrid import stream_hybrid
@@ -39,9 +39,9 @@ def stream_mode(loaded: Loaded, mode: str, inputs: dict, settings: SamplerConfig
         device = loaded.device
         return stream_diffusion(loaded.model, inputs, settings, cancel=cancel,
                                 **({} if draft is None else draft.on(device).sampler_args()))
-    if mode == "ar":
+    if mode == "ar":  # on the model's AR path: eager, or a static cache and the compiled step (dg.ar)
         return stream_ar(loaded.model, inputs, settings.max_new_tokens, loaded.eos_token_ids,
-                         pad_token_id=loaded.pad_token_id, cancel=cancel)
+                         pad_token_id=loaded.pad_token_id, cancel=cancel, **ar_path_options(loaded.ar_path))
     if mode == "hybrid":
         return stream_hybrid(loaded.model, inputs, settings, cancel=cancel)
     raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")

@@ -204,12 +204,12 @@ def _work_ahead(conn, runs: dict) -> None:
             run.make_ahead()
 
 
-def _serve(conn, source, device) -> None:
+def _serve(conn, source, device, ar_path: str = "auto") -> None:
     """The child's loop: load the model, report what it loaded (or why it could not), then answer
     requests until told to exit or until the app's end of the pipe closes (the app exited or died)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the app closes us
     try:
-        loaded = load(source, device)
+        loaded = load(source, device, ar_path=ar_path)
         share_cpu(loaded.device)
         model = loaded.model
         reply = ("ok", HostInfo(loaded.source, loaded.describe(), model.config, model.generation_config,
@@ -248,8 +248,9 @@ def _raise(name: str, message: str):
 class WorkerProcess:
     """The one worker process holding the model; every request is one reply, under one lock."""
 
-    def __init__(self, source, device=None):
+    def __init__(self, source, device=None, ar_path: str = "auto"):
         self.source, self.device = str(source), None if device is None else str(device)
+        self.ar_path = ar_path  # dg.loading.load's: where the model loads, its AR path
         self.info: HostInfo | None = None
         self._lock = threading.Lock()
         self._proc = self._conn = None
@@ -276,7 +277,8 @@ class WorkerProcess:
         self._stop()
         ctx = multiprocessing.get_context("spawn")
         ours, theirs = ctx.Pipe()
-        proc = ctx.Process(target=_serve, args=(theirs, self.source, self.device), name="dg-model", daemon=True)
+        proc = ctx.Process(target=_serve, args=(theirs, self.source, self.device, self.ar_path), name="dg-model",
+                           daemon=True)
         self._spawner.submit(proc.start).result()
         theirs.close()  # only the child holds its end now: when it dies, our reads see EOF
         self._proc, self._conn = proc, ours
@@ -423,10 +425,11 @@ class InWorker(Loaded):
         self.worker.close()
 
 
-def start_worker(model=None, device=None) -> InWorker:
-    """Start the worker process on `model` (as dg.loading.load takes it) and return the app's runner of it;
+def start_worker(model=None, device=None, ar_path: str = "auto") -> InWorker:
+    """Start the worker process on `model` (`model`, `device`, `ar_path` as dg.loading.load takes them) and
+    return the app's runner of it;
     a checkpoint that cannot load raises the error dg.loading.load raises."""
-    worker = WorkerProcess(EMBEDDED_MODEL if model is None else model, device)
+    worker = WorkerProcess(EMBEDDED_MODEL if model is None else model, device, ar_path)
     info = worker.start()
     try:
         seen = load_skeleton(info.source, info.config, info.generation_config, info.sampler_config, info.dtype)
