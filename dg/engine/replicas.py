@@ -49,7 +49,8 @@ from dg.loading import EMBEDDED_MODEL, Loaded, load, load_skeleton, one_line
 from dg.noise import denoise_once
 
 ROOT = Path(__file__).resolve().parents[2]  # on the replicas' PYTHONPATH: they import dg as the app does
-APP_NAME = "dg"  # the Serve application (and the deployment's name prefix)
+APP_NAME = "dg"  # Ray's namespace; each app's Serve application is dg-<random> (several apps may share a cluster)
+DEPLOYMENT = "model"
 CPU_THREADS = 1  # torch threads per replica on CPU: N replicas use N cores, none spins against another
 MAX_ONGOING = 512  # calls a replica takes at once: runs are bounded by dg.engine.turns, never by Serve's queue
 INFO_TIMEOUT_S = 600.0  # a replica answers its first question once its model is loaded
@@ -204,6 +205,7 @@ class ServeReplicas:
         # a folder as an absolute path: a replica's working directory is Ray's, not the app's
         self.spec, self.source = spec, str(Path(source).resolve()) if Path(source).exists() else str(source)
         self.handle = None
+        self.app_name = f"{APP_NAME}-{uuid.uuid4().hex[:8]}"
         self.device = "cpu"
         self.info: HostInfo | None = None
         self._own_ray = False
@@ -217,7 +219,7 @@ class ServeReplicas:
             self._check_room()
             serve.start(proxy_location="Disabled")
             app = self._deployment().bind(self.source, self.device, str(self.spec))
-            self.handle = serve.run(app, name=APP_NAME, route_prefix=None)
+            self.handle = serve.run(app, name=self.app_name, route_prefix=None)
             hello = self.handle.hello.remote(route=None).result(timeout_s=INFO_TIMEOUT_S)
         except ValueError:
             self.close()
@@ -261,7 +263,7 @@ class ServeReplicas:
         scale = (dict(autoscaling_config={"min_replicas": spec.min_replicas, "max_replicas": spec.max_replicas,
                                           "target_ongoing_requests": spec.target_runs})
                  if spec.autoscaled else dict(num_replicas=spec.min_replicas))
-        return serve.deployment(ModelReplica, name=f"{APP_NAME}-model").options(
+        return serve.deployment(ModelReplica, name=DEPLOYMENT).options(
             ray_actor_options=resources, max_ongoing_requests=MAX_ONGOING, health_check_period_s=2.0,
             request_router_config=RequestRouterConfig(request_router_class="dg.engine.routing.PinnedRouter"),
             **scale)
@@ -316,7 +318,7 @@ class ServeReplicas:
                     serve.shutdown()
                 else:
                     try:
-                        serve.delete(APP_NAME)
+                        serve.delete(self.app_name)
                     except RayServeException:
                         pass  # no Serve on the cluster: the start failed before it deployed
             finally:

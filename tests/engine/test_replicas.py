@@ -18,7 +18,7 @@ import pytest
 
 from dg.engine import runs as live
 from dg.engine.race import start_race
-from dg.engine.replicas import ReplicaSpec
+from dg.engine.replicas import ReplicaSpec, ServeReplicas
 from dg.engine.routing import PLACEMENT
 from dg.engine.turns import TURNS
 from dg.ui.app import serve_runner, start_replicas
@@ -157,7 +157,8 @@ def test_a_killed_replica_fails_its_run_in_one_line_the_other_goes_on_and_serve_
     other = open_long_run(hosted, dict(inputs), long_config.replace(max_new_tokens=32), 2)
     name = doomed.trace.start.config["replica"]
     assert other.trace.start.config["replica"] != name
-    os.kill(replicas_by_name(hosted)[name]["pid"], signal.SIGKILL)
+    killed = replicas_by_name(hosted)[name]["pid"]
+    os.kill(killed, signal.SIGKILL)
     assert doomed.wait(60), "the run hangs on a dead replica"
     assert f"ReplicaLost: {name} was lost mid-run" in doomed.error and "\n" not in doomed.error
     assert doomed.trace.end.finish_reason == "error" and doomed.trace.steps
@@ -166,12 +167,34 @@ def test_a_killed_replica_fails_its_run_in_one_line_the_other_goes_on_and_serve_
     again = live.diffusion_run(hosted, inputs, config, seed=3).start()  # the next run is served
     assert again.wait(120) and again.error is None
     assert again.trace.token_ids == headless(loaded, inputs, config, seed=3).token_ids
-    from ray import serve
-
     deadline = time.time() + REPLACED_S
-    while serve.status().applications["dg"].deployments["dg-model"].replica_states.get("RUNNING", 0) < 2:
+    while killed in (pids := serving_pids(hosted, inputs, long_config)) or len(pids) < 2:  # a new one serves
         assert time.time() < deadline, "Serve did not replace the killed replica"
         time.sleep(0.5)
+
+
+def serving_pids(hosted, inputs, config) -> set[int]:
+    """The processes of the replicas that two runs opened at once are served by (one each, least-loaded)."""
+    runs = [live.diffusion_run(hosted, dict(inputs), config, seed).start() for seed in (1, 2)]
+    deadline = time.time() + 60
+    while not all(r.snapshot().steps or r.finished for r in runs):
+        assert time.time() < deadline
+        time.sleep(0.005)
+    names = {r.snapshot().start.config["replica"] for r in runs if r.error is None and r.snapshot().start}
+    pids = {hello["pid"] for served, hello in replicas_by_name(hosted).items() if served in names}
+    for run in runs:
+        run.stop()
+        run.wait(60)
+    return pids
+
+
+def test_a_cluster_without_room_for_the_replicas_is_one_line_at_start_up_and_the_others_serve_on(
+        hosted, checkpoint_dir, loaded, inputs, config):
+    too_many = ServeReplicas(ReplicaSpec(64, 64), checkpoint_dir)  # on the tests' Ray, already running
+    with pytest.raises(ValueError, match=r"^--replicas 64 needs 64 CPUs, the Ray cluster has \d+$"):
+        too_many.start()
+    again = live.diffusion_run(hosted, inputs, config, seed=3).start()
+    assert again.wait(120) and again.error is None
 
 
 def test_replicas_that_cannot_load_the_checkpoint_fail_the_app_s_start_in_one_line(tmp_path, checkpoint_dir):
