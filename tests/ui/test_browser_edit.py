@@ -114,6 +114,16 @@ def test_a_draft_with_blanks_runs_from_the_infill_examples_and_a_free_question_g
     assert '"city": "Paris"' in answer
     page.screenshot(path=str(artifacts / "edit-04-draft.png"), full_page=True)
 
+    # typed text goes into the picked cell, pinned
+    page.locator("#dg-edit-canvas .dg-cell[data-pos='1']").wait_for(timeout=15_000)
+    page.locator("#dg-edit-mode").get_by_text("picks it for writing").click()
+    page.locator("#dg-edit-canvas .dg-cell[data-pos='1']").click()
+    page.locator("#dg-edit-canvas .dg-inspected[data-pos='1']").wait_for(timeout=10_000)
+    page.locator("#dg-edit-text textarea").fill("Tom")
+    page.get_by_role("button", name="Write", exact=True).click()
+    page.wait_for_function("() => { const c = document.querySelector(\"#dg-edit-canvas .dg-cell[data-pos='1']\");"
+                           " return c.innerText === 'Tom' && c.classList.contains('dg-pinned'); }", timeout=10_000)
+
     question = load_rows()["general"][0].prompt
     page.locator("#dg-main textarea").first.fill(question)
     status = run_and_wait(page, page.locator("#dg-go"))
