@@ -54,6 +54,7 @@ DEPLOYMENT = "model"
 CPU_THREADS = 1  # torch threads per replica on CPU: N replicas use N cores, none spins against another
 MAX_ONGOING = 512  # calls a replica takes at once: runs are bounded by dg.engine.turns, never by Serve's queue
 INFO_TIMEOUT_S = 600.0  # a replica answers its first question once its model is loaded
+HEALTH_CHECK_S = 2.0  # how often Serve checks a replica: a dead one is replaced within a few of these
 RUN_KINDS = ("step", "token", "round")  # the records a stop ends a run before
 
 
@@ -264,7 +265,7 @@ class ServeReplicas:
                                           "target_ongoing_requests": spec.target_runs})
                  if spec.autoscaled else dict(num_replicas=spec.min_replicas))
         return serve.deployment(ModelReplica, name=DEPLOYMENT).options(
-            ray_actor_options=resources, max_ongoing_requests=MAX_ONGOING, health_check_period_s=2.0,
+            ray_actor_options=resources, max_ongoing_requests=MAX_ONGOING, health_check_period_s=HEALTH_CHECK_S,
             request_router_config=RequestRouterConfig(request_router_class="dg.engine.routing.PinnedRouter"),
             **scale)
 
