@@ -76,6 +76,7 @@ class CheckPlan:
     canvases: int = 2
     prompt_length: int = 512
     ar_tokens: int = 64
+    hybrid_tokens: int = 32  # the hybrid part's tokens (about one a round on random weights), AR's there too
     compile: str | bool = True  # the `compiled` part's torch.compile: True = inductor + CUDA graphs
     limits_s: dict = field(default_factory=lambda: dict(PART_LIMITS_S))
 
@@ -93,7 +94,7 @@ class CheckPlan:
     @classmethod
     def for_smoke(cls) -> "CheckPlan":
         return cls(smoke=True, step_shape=(1, 16, 512), step_repeats=3, copy_mb=16, kernel_tests=SMOKE_KERNEL_TESTS,
-                   steps_per_canvas=2, canvases=2, prompt_length=12, ar_tokens=4, compile="eager",
+                   steps_per_canvas=2, canvases=2, prompt_length=12, ar_tokens=4, hybrid_tokens=4, compile="eager",
                    limits_s={"kernel_tests": 60, "sampling_step": 60, "sampler": 60, "compiled": 60, "hybrid": 60,
                              "replicas": 60})
 
@@ -210,7 +211,8 @@ def _device_check(plan: CheckPlan, device, mode: str) -> tuple[dict, str | None]
     else:
         config, dtype = None, torch.bfloat16  # the release's 26B-A4B
     result = device_check(config, device, dtype, prompt_length=plan.prompt_length, steps=plan.steps_per_canvas,
-                          canvases=plan.canvases, ar_tokens=plan.ar_tokens, modes=(mode,), compile=plan.compile)
+                          canvases=plan.canvases, ar_tokens=plan.hybrid_tokens if mode == "hybrid" else plan.ar_tokens,
+                          modes=(mode,), compile=plan.compile)
     runs = result["compiled"]["diffusion"] if mode == "compiled" else result["diffusion"]
     short = [r["backend"] for r in runs if r["steps"] != plan.steps_per_canvas * plan.canvases]
     return result, (f"runs stopped early ({', '.join(short)})" if short else None)

@@ -2,8 +2,8 @@
 
 One fixed prompt per skill where diffusion should win (`BENCH_SKILLS`); generate(), dg and diffusers'
 `DiffusionGemmaPipeline` (`dg.bench.pipeline`) interleaved after a warm-up, same seed per prompt, so dg's tokens
-must match generate()'s (the pipeline draws its own random numbers: its answers are scored instead). Speedup of diffusion over AR ≈ TPF /
-(decoder step cost / AR token cost): both factors are reported. The model is the embedded one
+must match generate()'s (the pipeline draws its own random numbers: its answers are scored instead).
+Speedup of diffusion over AR ≈ TPF / (decoder step cost / AR token cost): both factors are reported. The model is the embedded one
 (`assets/diffusiongemma-tiny`) unless `--model` names another.
 
     python -m dg.bench --repeats 5 --report runs/bench.html

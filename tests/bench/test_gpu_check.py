@@ -187,7 +187,8 @@ def test_smoke_hybrid_part_times_hybrid_beside_ar_and_diffusion_and_says_what_it
     result = smoke_report[1]["parts"]["hybrid"]["result"]
     plan = CheckPlan.for_smoke()
     hybrid, summary = result["hybrid"], result["summary"]
-    assert hybrid["tokens"] == plan.ar_tokens and 1 <= hybrid["rounds"] <= hybrid["tokens"]
+    assert hybrid["tokens"] == result["ar"]["tokens"] == plan.hybrid_tokens
+    assert 1 <= hybrid["rounds"] <= hybrid["tokens"]
     assert hybrid["tokens_per_round"] == pytest.approx(hybrid["tokens"] / hybrid["rounds"])
     assert summary["hybrid_vs_ar"] == pytest.approx(hybrid["tps"] / result["ar"]["tps"])
     assert summary["hybrid_vs_diffusion"] == pytest.approx(hybrid["tps"] / result["diffusion"][0]["tps"])
