@@ -200,11 +200,13 @@ def _wire_runs(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
             run_inputs, config, seed = prepare_run(loaded, prompt, image, thinking, seed, knobs)
             draft = draft_of(config, torch.Generator().manual_seed(seed))
         live = mode_run(loaded, "diffusion", run_inputs, config, seed, draft=draft).start()
-        async for update in stream(shared, request, [live], lambda frame: {**hooks.live(frame), hooks.status: "running…"}):
+        draw = lambda frame: {**hooks.live(frame), hooks.status: "running…"}  # noqa: E731
+        async for update in stream(shared, request, [live], draw):
             yield update
         trace = live.snapshot()
         tag = " ✎" if source is not None else " draft"
-        history = history.keep(prompt, trace, tag, meta={**hooks.meta(prompt, image, thinking, seed), **(made_from or {})})
+        meta = {**hooks.meta(prompt, image, thinking, seed), **(made_from or {})}
+        history = history.keep(prompt, trace, tag, meta=meta)
         kept = history.run(None)
         table = compare_table({source.label: source.trace, kept.label: trace}) if source is not None else ""
         yield {**hooks.finished(kept), shared.history: history, hooks.picker: picker(history),
