@@ -18,6 +18,7 @@ Hybrid's verify pass stays eager on a growing cache: it crops the keys of a reje
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -56,6 +57,25 @@ def static_capacity(tokens: int) -> int:
     return capacity
 
 
+@contextmanager
+def _run_cache(model, tokens: int, cache: str | None, compile):
+    """One run's KV cache of `tokens` tokens. A compiled run's static cache (`static_capacity`) comes from a pool
+    kept on the model and goes back to it reset when the run ends, so the CUDA graphs replay on the same
+    addresses run after run instead of recording again for each new cache; runs at once each hold their own."""
+    if not compile:
+        yield new_cache(model, tokens, cache)
+        return
+    capacity = static_capacity(tokens)
+    pool = model.__dict__.setdefault("dg_static_caches", {}).setdefault(capacity, [])
+    kv = pool.pop() if pool else new_cache(model, capacity, "static")
+    try:
+        yield kv
+    finally:
+        kv.reset()
+        kv.dg_written = 0
+        pool.append(kv)
+
+
 def warm_ar_path(model, path: str) -> None:
     """Compile the AR step of the compiled path now (a short run on a few pad tokens), so the first real run
     does not wait for it; the eager path needs nothing."""
@@ -91,7 +111,8 @@ def stream_ar(model, inputs: dict, max_new_tokens: int, eos_token_ids=(), *, gre
 
     `cache` ("dynamic" | "static") and `compile` choose this run's KV cache and whether the per-token encoder
     pass is compiled (`dg.passes.use_fast_paths`); None keeps the model's setting. A static cache holds exactly
-    prompt + `max_new_tokens` tokens; a compiled run's, that rounded up by `static_capacity`.
+    prompt + `max_new_tokens` tokens; a compiled run's, that rounded up by `static_capacity`, and comes from the
+    model's pool (`_run_cache`).
     """
     if max_new_tokens <= 0:
         raise ValueError(f"max_new_tokens must be > 0, got {max_new_tokens}")
@@ -105,27 +126,27 @@ def stream_ar(model, inputs: dict, max_new_tokens: int, eos_token_ids=(), *, gre
     clock = time.perf_counter()
     yield RunStart("ar", input_ids.shape[1], 1, model.config.text_config.vocab_size, max_new_tokens,
                    {"greedy": greedy, "temperature": temperature}, sorted(eos), pad_token_id)
-    capacity = input_ids.shape[1] + max_new_tokens
-    kv = new_cache(model, static_capacity(capacity) if compile else capacity, cache)
-    pending, cur_len, forwards, finish = input_ids, 0, 0, "max_new_tokens"
-    for index in range(max_new_tokens):
-        if cancel is not None and cancel.is_set():
-            finish = "cancelled"
-            break
-        mask = torch.ones((1, cur_len + pending.shape[1]), dtype=torch.bool, device=device)
-        hidden = encode(model, pending, kv, positions(cur_len, pending.shape[1], device), mask, extra, compiled=compile)
-        forwards += 1
-        extra = after_prefill(extra)
-        cur_len += pending.shape[1]
-        logits = next_token_logits(model, hidden.last_hidden_state[:, -1])  # (1, V)
-        token = pick(logits, greedy, temperature)
-        top_p, top_i = top_k(logits[0])
-        yield TokenRecord(index, int(token), float(entropy(logits[0])), top_i.cpu().numpy(),
-                          top_p.cpu().numpy().astype(np.float32), time.perf_counter() - clock)
-        if int(token) in eos:
-            finish = "eos"
-            break
-        pending = token.view(1, 1)
+    with _run_cache(model, input_ids.shape[1] + max_new_tokens, cache, compile) as kv:
+        pending, cur_len, forwards, finish = input_ids, 0, 0, "max_new_tokens"
+        for index in range(max_new_tokens):
+            if cancel is not None and cancel.is_set():
+                finish = "cancelled"
+                break
+            mask = torch.ones((1, cur_len + pending.shape[1]), dtype=torch.bool, device=device)
+            hidden = encode(model, pending, kv, positions(cur_len, pending.shape[1], device), mask, extra,
+                            compiled=compile)
+            forwards += 1
+            extra = after_prefill(extra)
+            cur_len += pending.shape[1]
+            logits = next_token_logits(model, hidden.last_hidden_state[:, -1])  # (1, V)
+            token = pick(logits, greedy, temperature)
+            top_p, top_i = top_k(logits[0])
+            yield TokenRecord(index, int(token), float(entropy(logits[0])), top_i.cpu().numpy(),
+                              top_p.cpu().numpy().astype(np.float32), time.perf_counter() - clock)
+            if int(token) in eos:
+                finish = "eos"
+                break
+            pending = token.view(1, 1)
     yield RunEnd(finish, forwards, 0, time.perf_counter() - clock)
 
 

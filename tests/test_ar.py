@@ -94,6 +94,7 @@ def test_the_compiled_ar_path_warmed_at_load_gives_the_eager_tokens_in_every_run
     warm_ar_path(embedded.model, "compiled")  # what load() does on the compiled path
     assert ("encoder", "inductor") in embedded.model.dg_compiled  # compiled before any run
     compiled = generate_ar(embedded.model, inputs, 12, eos, **ar_path_options("compiled"))
+    pooled = sum(len(pool) for pool in embedded.model.dg_static_caches.values())
     again = generate_ar(embedded.model, inputs, 12, eos, **ar_path_options("compiled"))
     runner = InProcess.of(embedded)
     runner.ar_path = "compiled"  # as load(ar_path="compiled") sets it: the engine's AR runs take it
@@ -101,6 +102,27 @@ def test_the_compiled_ar_path_warmed_at_load_gives_the_eager_tokens_in_every_run
     records = stream_mode(runner, "ar", inputs, settings, threading.Event())
     through_engine = [r.token_id for r in records if isinstance(r, TokenRecord)]
     assert compiled.token_ids == again.token_ids == through_engine == eager.token_ids
+    # one run after another: each takes the cache the last gave back (reset), so no new one is made
+    assert sum(len(pool) for pool in embedded.model.dg_static_caches.values()) == pooled
+
+
+def test_compiled_runs_at_once_hold_their_own_static_caches_and_give_them_back(embedded):
+    import itertools
+
+    from dg.ar import stream_ar
+    from dg.trace import TokenRecord
+
+    prompts = [build_inputs(embedded.processor, text) for text in ("What is 12 + 30?", "Write a story.")]
+    expected = [generate_ar(embedded.model, inputs, 8).token_ids for inputs in prompts]
+    # the "eager" backend captures the compiled path's whole graph in seconds; the runs interleave token by token
+    runs = [stream_ar(embedded.model, inputs, 8, cache="static", compile="eager") for inputs in prompts]
+    tokens = [[], []]
+    for records in itertools.zip_longest(*runs):
+        for i, record in enumerate(records):
+            if isinstance(record, TokenRecord):
+                tokens[i].append(record.token_id)
+    assert tokens == expected
+    assert max(len(pool) for pool in embedded.model.dg_static_caches.values()) >= 2  # two caches, both back
 
 
 def test_the_ar_path_is_compiled_on_cuda_and_eager_elsewhere_unless_overridden():
