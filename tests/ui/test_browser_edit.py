@@ -19,6 +19,7 @@ from tests.ui.test_browser import DONE, WATCH_TOASTS, artifacts, error_toasts, p
 
 pytestmark = pytest.mark.browser
 EDIT_CELLS = "() => [...document.querySelectorAll('#dg-edit-canvas .dg-cell')].map(c => [c.innerText, c.className])"
+PICKED = "() => document.querySelector('input[aria-label=\"Run\"]').value"  # the run picker: a new run, a new label
 STORY = next(row for row in load_rows()["tiny"] if row.skill == "story")
 
 
@@ -31,11 +32,14 @@ def url():
 
 
 def run_and_wait(page, button) -> str:
-    """Click `button` and wait for a new status that says the run ended (its wall time differs); the status."""
-    before = page.locator("#dg-status").inner_text()
+    """Click `button` and wait until a new run is in the picker and the status says it ended; the status."""
+    before = page.evaluate(PICKED)
     button.click()
-    page.wait_for_function(f"(before) => document.querySelector('#dg-status').innerText !== before && ({DONE})()",
-                           arg=before, timeout=120_000)
+    try:
+        page.wait_for_function(f"(before) => ({PICKED})() !== before && ({DONE})()", arg=before, timeout=120_000)
+    except Exception as err:  # say what the page showed instead
+        shown = page.locator("#dg-status").inner_text(), page.evaluate("() => window.__toasts")
+        raise AssertionError(f"the run did not end: status {shown[0]!r}, messages {shown[1]}") from err
     return page.locator("#dg-status").inner_text()
 
 
