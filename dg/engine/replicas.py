@@ -54,6 +54,7 @@ DEPLOYMENT = "model"
 CPU_THREADS = 1  # torch threads per replica on CPU: N replicas use N cores, none spins against another
 MAX_ONGOING = 512  # calls a replica takes at once: runs are bounded by dg.engine.turns, never by Serve's queue
 INFO_TIMEOUT_S = 600.0  # a replica answers its first question once its model is loaded
+OPEN_TRIES = 3  # replicas a run may find dead before its first record before it fails
 HEALTH_CHECK_S = 2.0  # how often Serve checks a replica: a dead one is replaced within a few of these
 RUN_KINDS = ("step", "token", "round")  # the records a stop ends a run before
 
@@ -277,18 +278,29 @@ class ServeReplicas:
         run_id = uuid.uuid4().hex  # unique on a cluster that several apps share
         sent = {k: v.cpu() if torch.is_tensor(v) else v for k, v in dict(inputs).items()}
         draft = None if draft is None else draft.on("cpu")
-        call = self.handle.options(stream=True).stream.remote(run_id, mode, sent, settings, seed, draft, route=route)
-        replica, who = "a replica", None
+        replica, who, call = "a replica", None, None
         try:
-            who = next(call)
+            call, who = self._open(run_id, (mode, sent, settings, seed, draft), route)
             replica = who["name"]
             yield from self._records(call, run_id, who, cancel)
         except (ray.exceptions.RayError, RayServeException) as err:
             raise _one_line_error(err, replica) from None
         finally:
-            call.cancel()  # a no-op once the call has ended
+            if call is not None:
+                call.cancel()  # a no-op once the call has ended
             if who is not None:
                 PLACEMENT.ended(route, who["id"])
+
+    def _open(self, run_id: str, args: tuple, route) -> tuple:
+        """The run's call and the `who()` of the replica serving it. A replica that died before the run began
+        (routed there before Serve saw it die) loses nothing: the run opens again on another one."""
+        for attempt in range(OPEN_TRIES):
+            call = self.handle.options(stream=True).stream.remote(run_id, *args, route=route)
+            try:
+                return call, next(call)
+            except ray.exceptions.RayActorError:
+                if attempt == OPEN_TRIES - 1:
+                    raise
 
     def _records(self, call, run_id: str, who: dict, cancel: threading.Event):
         kinds, clock, stopped = Counter(), time.perf_counter(), False
