@@ -1,9 +1,10 @@
 """The model in Ray Serve replicas (dg.engine.replicas), on a real local Ray with half a CPU per replica: runs
 stream step by step with their headless tokens, stop within a step, stay on their replica, go to the
 least-loaded one (a race's lanes and an A/B pair together); a killed replica fails only its run and Serve
-replaces it; a checkpoint the replicas cannot load is one line at start-up; the worker's exactness tests, the
-app's sharing tests and its sixteen-users load pass through two replicas; the status line names the replica; `python app.py` without --replicas imports no Ray; no Ray
-process outlives the tests."""
+replaces it; a checkpoint the replicas cannot load, or a cluster without room for them, is one line at
+start-up; the worker's exactness tests, the app's sharing tests and its sixteen-users load pass through two
+replicas; the status line names the replica; `python app.py` without --replicas imports no Ray; no Ray process
+outlives the tests."""
 
 import os
 import signal
