@@ -5,24 +5,29 @@ all at once, through the engine as the app drives it (dg.engine.runs live runs, 
 dg.engine.turns, here in this process: the front end's share of the cores), served by replicas of
 dg.engine.replicas on a local Ray. Per replica count: aggregate runs/s and tokens/s, p50 / p95 / max latency
 (start to last record, waiting in line included), runs failed, and whether every run's tokens equal its solo
-run (the same prompt and seed run headless here first, before any replica holds the model). `--kill`: the
+run (the same prompt and seed run headless here first, before any replica holds the model). A load lasts a
+few seconds, so it runs `--repeats` times per count, the counts taking turns (1, 2, 1, 2, …: a busy spell of
+the machine falls on both), each on fresh replicas; a count's figures are the median repeat's (by runs/s),
+and every repeat's runs/s is in the JSON. `--kill`: the
 same load on the largest count with one replica killed (SIGKILL) once a quarter of the runs have ended:
 which runs failed, whether each failed in one line on the killed replica, and whether the rest completed.
 `--app`: the same load through the real Gradio server instead (dg.ui.app on the replicas, one gradio_client
 per viewer calling /generate, the run's trace read from the file it returns): the front end then also
 draws every frame. The last line is the JSON of it all.
 
-    python -m dg.bench.serve --users 16 --runs 3 --replicas 1,2 --kill [--app]
+    python -m dg.bench.serve --users 16 --runs 3 --replicas 1,2 --kill [--repeats 3] [--app]
 """
 
 import argparse
 import gc
 import json
 import os
+import re
 import signal
 import statistics
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 import torch
@@ -172,13 +177,25 @@ def summarize(done: list[Done], wall: float, solo: dict) -> dict:
             "p50_s": round(statistics.median(seconds), 3),
             "p95_s": round(seconds[min(len(seconds) - 1, int(P95 * len(seconds)))], 3), "max_s": round(seconds[-1], 3),
             "equal_to_solo": all(d.tokens == solo[(d.prompt, d.seed)] for d in ok),
-            "runs_by_replica": {r: sum(d.replica == r for d in done) for r in sorted({str(d.replica) for d in done})}}
+            "runs_by_replica": dict(sorted(Counter(str(d.replica) for d in done).items()))}
+
+
+def _named(error: str) -> str | None:
+    """The replica a ReplicaLost line names ('… replica 1/2 · cpu was lost mid-run …')."""
+    found = re.search(r"(replica \S+ · \S+) was lost", error)
+    return found[1] if found else None
+
+
+def median_load(loads: list[dict]) -> dict:
+    """The repeat with the median runs/s (the lower middle one of an even count)."""
+    return sorted(loads, key=lambda r: r["runs_per_s"])[(len(loads) - 1) // 2]
 
 
 def kill_facts(done: list[Done], killed: dict) -> dict:
     failed = [d for d in done if d.error is not None]
     return {**killed, "failed": len(failed), "completed": len(done) - len(failed),
-            "failed_only_on_killed": all(d.replica == killed["name"] for d in failed),
+            # a run the replica died under before its first step has no RunStart: its error names the replica
+            "failed_only_on_killed": all((d.replica or _named(d.error)) == killed["name"] for d in failed),
             "each_failure_one_line": all("\n" not in d.error and killed["name"] in d.error for d in failed),
             "errors": sorted({d.error for d in failed})[:3]}
 
@@ -192,13 +209,14 @@ def main(argv=None) -> None:
     parser.add_argument("--runs", type=int, default=3, help="runs per user, one after another")
     parser.add_argument("--replicas", default="1,2", help="replica counts to compare, e.g. 1,2")
     parser.add_argument("--kill", action="store_true", help="then the load on the largest count with a replica killed")
+    parser.add_argument("--repeats", type=int, default=3, help="loads per replica count, the counts in turn")
     parser.add_argument("--cpus", type=float, default=1.0, help="Ray CPUs each replica reserves")
     parser.add_argument("--app", action="store_true", help="through the real Gradio server, a client per viewer")
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.replicas.split(",")]
-    if args.users < 1 or args.runs < 1 or min(counts) < 1 or (args.kill and max(counts) < 2):
-        parser.error(f"--users, --runs and --replicas must be >= 1 (and --kill needs 2 replicas), got "
-                     f"{args.users}, {args.runs}, {args.replicas}")
+    if min(args.users, args.runs, args.repeats, *counts) < 1 or (args.kill and max(counts) < 2):
+        parser.error(f"--users, --runs, --repeats and --replicas must be >= 1 (and --kill needs 2 replicas), got "
+                     f"{args.users}, {args.runs}, {args.repeats}, {args.replicas}")
 
     torch.set_num_threads(1)  # as a replica runs: the same float sums, so the same tokens
     local = load(args.model)
@@ -211,11 +229,17 @@ def main(argv=None) -> None:
     gc.collect()  # one copy of the model at a time: the replicas load their own
 
     result = {"users": args.users, "runs_per_user": args.runs, "through": "app" if args.app else "engine",
-              "cpu_count": os.cpu_count(), "by_replicas": {}}
-    for n in counts:
-        done, wall, _ = one_load(ReplicaSpec(n, n, cpus=args.cpus), model, rows, load_inputs, config, args.users,
-                                 args.runs, kill=False, app=args.app)
-        result["by_replicas"][n] = summarize(done, wall, solo)
+              "repeats": args.repeats, "cpu_count": os.cpu_count(), "by_replicas": {}}
+    repeats = {n: [] for n in counts}
+    for _ in range(args.repeats):
+        for n in counts:
+            done, wall, _ = one_load(ReplicaSpec(n, n, cpus=args.cpus), model, rows, load_inputs, config,
+                                     args.users, args.runs, kill=False, app=args.app)
+            repeats[n].append(summarize(done, wall, solo))
+    for n, loads in repeats.items():
+        result["by_replicas"][n] = {**median_load(loads), "runs_per_s_each": [r["runs_per_s"] for r in loads],
+                                    "failed_all": sum(r["failed"] for r in loads),
+                                    "equal_to_solo_all": all(r["equal_to_solo"] for r in loads)}
     if len(counts) > 1:
         low, high = result["by_replicas"][min(counts)], result["by_replicas"][max(counts)]
         result["runs_per_s_ratio"] = round(high["runs_per_s"] / low["runs_per_s"], 3)
@@ -227,8 +251,8 @@ def main(argv=None) -> None:
         result["kill"] = {"replicas": n, **summarize(done, wall, solo), **kill_facts(done, killed)}
     rows = [{"replicas": n, **{k: v for k, v in r.items() if k != "runs_by_replica"}}
             for n, r in result["by_replicas"].items()]
-    print(format_table(rows, ["replicas", "runs", "failed", "runs_per_s", "tokens_per_s", "p50_s", "p95_s", "max_s",
-                              "equal_to_solo"]))
+    print(format_table(rows, ["replicas", "runs", "failed_all", "runs_per_s", "runs_per_s_each", "tokens_per_s",
+                              "p50_s", "p95_s", "max_s", "equal_to_solo_all"]))
     print(json.dumps(result))
 
 

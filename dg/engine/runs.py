@@ -81,6 +81,8 @@ class LiveRun:
         with self._lock:
             self.trace.add(record)
             self._count += 1
+        if record.kind == "start" and record.config.get("replica"):
+            self.ticket.model = record.config["replica"]  # from now on it takes turns with its replica's runs
         # a hybrid run's verified tokens come out of its verify pass (its round record took the turn): handing
         # the model on at each of them would pace hybrid to one token per turn, as AR
         if record.kind != "end" and not (record.kind == "token" and self.trace.mode == "hybrid"):

@@ -3,7 +3,8 @@
 A run first waits in line for one of `slots` places; the next place goes to the waiting run whose
 session has the fewest runs placed, then to the earliest. Placed runs take the model in turns, one
 step (a denoising step, or one AR token) per turn, in round-robin order: a long run slows a short
-one but never stalls it. A seeded run keeps its own copy of torch's RNG state and puts it back at
+one but never stalls it. Turns are per model: a run served by one of several replicas (dg.engine.replicas)
+takes turns with the runs on its replica only, once its first record says which replica that is. A seeded run keeps its own copy of torch's RNG state and puts it back at
 each of its turns, so its draws are those it makes alone after `torch.manual_seed(seed)` (the same
 tokens as `model.generate()`) however runs interleave. A run that has held the model for
 `budget.model_s` seconds or `budget.steps` steps is stopped between two steps and keeps what it made.
@@ -39,6 +40,8 @@ class Ticket:
     def __init__(self, seed: int | None, cancel: threading.Event, group: object = None):
         self.seed, self.cancel, self.group = seed, cancel, group
         self.session = ""  # set by the UI once it registers the run; fairness reads it on every pick
+        self.model: object = None  # whose turns it takes: None, the one model; else a replica's name
+        self._held: object = None  # the model whose turn it holds (or waits for)
         self.arrival = next(self._arrivals)
         self.model_s, self.steps = 0.0, 0
         self.over_budget: str | None = None
@@ -68,8 +71,8 @@ class Turns:
         self._cond = threading.Condition()
         self._waiting: list[Ticket] = []
         self._placed: list[Ticket] = []
-        self._turns: deque[Ticket] = deque()  # placed runs that want the model, in turn order
-        self._holder: Ticket | None = None
+        self._turns: dict[object, deque[Ticket]] = {}  # per model: placed runs that want it, in turn order
+        self._holders: dict[object, Ticket] = {}  # per model: the run holding it
 
     # -- the line --------------------------------------------------------------------------------
     def place(self, ticket: Ticket) -> bool:
@@ -109,30 +112,35 @@ class Turns:
     def leave(self, ticket: Ticket) -> None:
         """The run ended: give back its place and, if it holds it, the model."""
         with self._cond:
-            if self._holder is ticket:
-                self._holder = None
-            if ticket in self._turns:
-                self._turns.remove(ticket)
+            self._release(ticket)
+            if ticket in self._turns.get(ticket._held, ()):
+                self._turns[ticket._held].remove(ticket)
             if ticket in self._placed:
                 self._placed.remove(ticket)
             self._cond.notify_all()
 
     # -- turns on the model ----------------------------------------------------------------------
     def take(self, ticket: Ticket) -> None:
-        """Wait for this placed run's turn on the model, then put its RNG state in place."""
+        """Wait for this placed run's turn on its model, then put its RNG state in place."""
         with self._cond:
-            self._turns.append(ticket)
-            while not (self._holder is None and self._turns[0] is ticket):
+            ticket._held = ticket.model
+            line = self._turns.setdefault(ticket.model, deque())
+            line.append(ticket)
+            while not (ticket.model not in self._holders and line[0] is ticket):
                 self._cond.wait()
-            self._turns.popleft()
-            self._holder = ticket
+            line.popleft()
+            self._holders[ticket.model] = ticket
         ticket.restore_rng()
         ticket._since = time.perf_counter()
+
+    def _release(self, ticket: Ticket) -> None:
+        if self._holders.get(ticket._held) is ticket:
+            del self._holders[ticket._held]
 
     def step_done(self, ticket: Ticket, counted: bool = True) -> None:
         """A record made (`counted`: a step or an AR token): count it against the budget (stopping the
         run past it), and hand the model to the next run in turn if one waits (this run then waits
-        for its next turn)."""
+        for its next turn). A run whose `model` changed (its replica is known) moves to that model's turns."""
         ticket.model_s += time.perf_counter() - ticket._since
         ticket.steps += counted
         if ticket.over_budget is None and (ticket.model_s > self.budget.model_s or ticket.steps >= self.budget.steps):
@@ -140,11 +148,11 @@ class Turns:
                                   else f"{ticket.steps} steps")
             ticket.cancel.set()
         with self._cond:
-            if not self._turns:
+            if ticket.model == ticket._held and not self._turns.get(ticket._held):
                 ticket._since = time.perf_counter()
                 return  # nobody else waits: keep the model (and the RNG state in place)
             ticket.save_rng()
-            self._holder = None
+            self._release(ticket)
             self._cond.notify_all()
         self.take(ticket)
 

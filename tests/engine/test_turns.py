@@ -1,6 +1,6 @@
 """Fair turns on one model: runs interleave step by step with the tokens each makes alone, a long run
 never stalls a short one, runs beyond the places wait in a fair line that knows each one's place,
-a budget stops a run, and a run stopped in line never runs."""
+a budget stops a run, a run stopped in line never runs, and runs on different replicas take turns apart."""
 
 import threading
 import time
@@ -158,3 +158,26 @@ def test_a_race_s_two_sides_take_places_together_even_past_the_slots(loaded, con
     holder.stop()
     assert all(side.wait(60) for side in sides)
     assert abs(sides[0].started_at - sides[1].started_at) < 0.5 and all(s.trace.done for s in sides)
+
+
+def test_turns_are_per_model_a_run_on_one_replica_never_waits_for_a_run_on_another():
+    turns = Turns(slots=3)
+    one, other, third = (Ticket(None, threading.Event()) for _ in range(3))
+    for ticket in (one, other, third):
+        assert turns.place(ticket)
+    turns.take(one)
+    one.model = other.model = "replica 1/2 · cpu"
+    turns.step_done(one)  # its first record named its replica: it moves to that replica's turns
+    third.model = "replica 2/2 · cpu"
+    took = threading.Event()
+    threading.Thread(target=lambda: (turns.take(third), took.set()), daemon=True).start()
+    assert took.wait(5)  # `one` holds replica 1 and `third` took replica 2 at once
+    waiting = threading.Event()
+    threading.Thread(target=lambda: (turns.take(other), waiting.set()), daemon=True).start()
+    time.sleep(0.1)
+    assert not waiting.is_set()  # `other` shares replica 1 with `one`: it waits for one's next record
+    turns.leave(one)  # one's run ended: replica 1 goes to `other`
+    assert waiting.wait(5)
+    for ticket in (other, third):
+        turns.leave(ticket)
+    assert turns.load() == {"placed": 0, "waiting": 0}
