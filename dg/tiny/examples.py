@@ -4,11 +4,14 @@ Each shipped example is a held-out draw of a skill generator (seeds far from tra
 reference answer is the skill's own; pictures are saved next to `examples.json`. Rows read
 [prompt, image file or null, thinking, skill, reference answer]; the "general" group holds prompts for
 the released model (no reference: the tiny model cannot answer them, and the app says so); the "infill"
-group holds drafts with blanks on skill prompts (a story's middle, a pinned JSON value, sudoku cells).
+group holds drafts with blanks on skill prompts (a story's middle, a pinned JSON value, sudoku cells); the
+"race" group holds the Race tab's default, a sum of three numbers found by running the model (`race_row`):
+the first held-out draw that diffusion gets wrong at the app's defaults and seed while greedy AR (and so
+hybrid decoding) gets it right.
 `load_rows` is the one reader of the file (`ExampleRow` per row); `SkillExamples` finds a run's example
 and checks its reply with the skill's own scorer (✓/✗ in the app).
 
-    python -m dg.tiny.examples --out assets/examples     # rewrite the "tiny" and "infill" groups, the pictures
+    python -m dg.tiny.examples --out assets/examples   # rewrite the "tiny", "infill" and "race" groups, the pictures
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from dg.tiny import skills
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "assets" / "examples"
 SKILL_GROUP = "tiny"  # the group whose rows carry a skill and a reference answer
+RACE_GROUP = "race"  # the race's default prompt (a skill row too)
 
 
 class ExampleRow(NamedTuple):
@@ -134,7 +138,8 @@ class SkillExamples:
 
     @classmethod
     def load(cls, folder: Path = EXAMPLES_DIR) -> "SkillExamples":
-        return cls(load_rows(folder).get(SKILL_GROUP, ()))
+        groups = load_rows(folder)
+        return cls(groups.get(SKILL_GROUP, ()) + groups.get(RACE_GROUP, ()))
 
     def find(self, prompt: str, image=None) -> ExampleRow | None:
         """The example row with this prompt and picture (the picture by file name: the app hands the
@@ -152,10 +157,10 @@ class SkillExamples:
         return Check(row.answer, skills.score(as_example(row), answer))
 
     def race_example(self) -> ExampleRow:
-        """The race's default: the first sum of three numbers with thinking on, where diffusion, AR and hybrid
-        differ (diffusion's trace errs more often than AR's; hybrid answers as AR does, drafting); a
-        long-answer skill example when the examples hold no such sum."""
-        rows = [row for row in self.rows if not row.image]
+        """The race's default: the last sum of three numbers with thinking on (the "race" group's row, where
+        diffusion errs at the app's defaults and AR, and so hybrid, is right: diffusion's trace errs more often
+        than AR's); a long-answer skill example when the examples hold no such sum."""
+        rows = [row for row in reversed(self.rows) if not row.image]
         three = (row for row in rows if row.skill == "arithmetic" and row.thinking and _terms(row.prompt) == 3)
         long = (row for row in rows if row.skill in skills.LONG_SKILLS)
         return next(three, None) or next(long, None) or RACE_FALLBACK
@@ -172,15 +177,55 @@ def _terms(prompt: str) -> int:
     return len(re.findall(r"\d+", prompt))
 
 
-def _embedded_tokenizer():
-    from dg.loading import EMBEDDED_MODEL, load  # the model's own tokens size the blanks
+def _embedded_model():
+    from dg.loading import EMBEDDED_MODEL, load  # the model's own tokens size the blanks; it runs the race's search
 
-    return load(EMBEDDED_MODEL).tokenizer
+    return load(EMBEDDED_MODEL)
+
+
+RACE_SEED = 0  # the app's default seed (Generate's, which the race takes)
+RACE_DRAWS = 200  # three-term draws tried, from the first
+
+
+def race_row(loaded, draws: int = RACE_DRAWS) -> ExampleRow:
+    """The first held-out sum of three numbers (thinking on) whose diffusion run at the model's default sampler
+    settings and seed RACE_SEED answers wrong while greedy AR answers right: the race where hybrid decoding
+    gives AR's answer at about diffusion's speed. A ValueError when none of `draws` is such a sum."""
+    import torch
+
+    eos = loaded.model.generation_config.eos_token_id
+    eos = eos if isinstance(eos, list) else [eos]
+    right = lambda ex, trace: skills.score(ex, decode_reply(loaded.tokenizer, trace.token_ids).answer)  # noqa: E731
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the app runs on 2 cores (dg.loading.share_cpu): the same float sums
+    try:
+        return _first_race(loaded, draws, eos, right)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _first_race(loaded, draws: int, eos: list, right) -> ExampleRow:
+    import torch
+
+    from dg.ar import generate_ar
+    from dg.prompts import build_inputs
+    from dg.sampler import generate_diffusion
+
+    for draw in range(draws):
+        ex = _draw("arithmetic", draw, True, 3)
+        inputs = build_inputs(loaded.processor, ex.prompt, thinking=True)
+        torch.manual_seed(RACE_SEED)
+        if right(ex, generate_diffusion(loaded.model, inputs, loaded.sampler_config)):
+            continue
+        if right(ex, generate_ar(loaded.model, inputs, loaded.sampler_config.max_new_tokens, eos)):
+            return ExampleRow(ex.prompt, None, True, ex.skill, ex.answer)
+    raise ValueError(f"none of the first {draws} three-term draws is right by AR and wrong by diffusion")
 
 
 def write(out: Path) -> dict:
     """Write the pictures and examples.json (keeping its "general" group) into `out`."""
     out.mkdir(parents=True, exist_ok=True)
+    embedded = _embedded_model()
     rows, pictures = [], 0
     for ex in chosen_examples():
         image = None
@@ -191,11 +236,13 @@ def write(out: Path) -> dict:
         rows.append(ExampleRow(ex.prompt, image, bool(ex.thought), ex.skill, ex.answer)[:5])
     groups = {
         "_comment": ("Examples of the app: [prompt, image file in this folder or null, thinking, skill, "
-                     "reference answer(, draft with blanks)]. 'tiny' and 'infill' are written by `python -m "
-                     "dg.tiny.examples` (held-out draws of dg/tiny/skills.py; infill drafts in dg.drafts' syntax); "
+                     "reference answer(, draft with blanks)]. 'tiny', 'infill' and 'race' are written by `python -m "
+                     "dg.tiny.examples` (held-out draws of dg/tiny/skills.py; infill drafts in dg.drafts' syntax; "
+                     "race: the first three-term sum diffusion errs on at seed 0 and AR answers right); "
                      "'general' needs the released model."),
         "tiny": rows,
-        "infill": infill_rows(_embedded_tokenizer()),
+        "infill": infill_rows(embedded.tokenizer),
+        "race": [race_row(embedded)[:5]],
         "general": [row[:5] for row in GENERAL],
     }
     (out / "examples.json").write_text(json.dumps(groups, indent=2, ensure_ascii=False) + "\n")
@@ -207,7 +254,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=EXAMPLES_DIR)
     args = parser.parse_args()
     groups = write(args.out)
-    for prompt, _, _, skill, answer, *draft in groups["tiny"] + groups["infill"]:
+    for prompt, _, _, skill, answer, *draft in groups["tiny"] + groups["infill"] + groups["race"]:
         print(f"{skill:>10}  {prompt}  →  {draft[0] + '  →  ' if draft else ''}{answer}")
 
 

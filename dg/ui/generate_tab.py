@@ -149,8 +149,9 @@ def _input_column(loaded) -> Inputs:
         stop = gr.Button("Stop", variant="stop")
     examples = load_examples()
     with gr.Accordion("Examples", open=True):
-        gr.Examples(examples["tiny"], [prompt, image, thinking], examples_per_page=20,
-                    label="The embedded tiny model's skills (its reply is checked against the reference)")
+        gr.Examples(examples["tiny"] + examples.get("race", []), [prompt, image, thinking], examples_per_page=20,
+                    label="The embedded tiny model's skills (its reply is checked against the reference; the last "
+                          "is the Race tab's sum, which diffusion gets wrong at seed 0 and AR right)")
         gr.Examples(examples["general"], [prompt, image, thinking], label="General (for the released model)" + (
             ": the tiny model's reply to them has no meaning" if is_embedded(loaded) else ""))
     with gr.Accordion("Sampler settings", open=False):

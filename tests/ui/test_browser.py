@@ -214,6 +214,7 @@ def test_a_presenters_session_shows_no_error_and_every_answer_reads_off_the_canv
     line = result.inner_text()
     assert "Speed (effective tok/s): diffusion" in line and "hybrid" in line and "Reference answer" in line, line
     assert re.search(r"AR ([✓✗]), hybrid \1", line), line  # hybrid's tokens are AR's: both right or both wrong
+    assert "diffusion ✗, AR ✓, hybrid ✓" in line, line  # the default sum: diffusion errs at seed 0, AR does not
     page.screenshot(path=str(artifacts / "06-race.png"), full_page=True)
 
     # the Learn walkthrough of the newest Generate run, as pictures; then an export of it

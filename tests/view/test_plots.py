@@ -60,7 +60,12 @@ def test_tokens_per_round_stacks_the_draft_ar_kept_and_its_own_token_per_round(h
     fig = plots.tokens_per_round(hybrid_trace)
     kept, own, rejected = fig.data
     assert list(kept.x) == list(range(1, len(hybrid_trace.rounds) + 1))
-    assert sum(kept.y) + sum(own.y) + 1 == len(hybrid_trace.tokens)  # the first token comes before any round
+    # a canvas's first token is AR's, made before its first round, unless the last round of the canvas before
+    # it ended that canvas with AR's own token one past its end (carried over)
+    canvases = len({r.canvas for r in hybrid_trace.rounds})
+    carried = sum(r.canvas < hybrid_trace.rounds[-1].canvas and r.held + r.accepted == hybrid_trace.start.canvas_length
+                  and r.bonus is not None for r in hybrid_trace.rounds)
+    assert sum(kept.y) + sum(own.y) + canvases - carried == len(hybrid_trace.tokens)
     assert list(kept.y) == [r.accepted for r in hybrid_trace.rounds] and all(o == 1 for o in own.y[:-1])  # EOS ends the last
     assert all(r >= 0 for r in rejected.y) and any(r > 0 for r in rejected.y)
     assert "mean" in fig.layout.title.text and len(fig.layout.title.text) <= 40
