@@ -153,7 +153,7 @@ def test_a_part_whose_checks_fail_keeps_its_result_and_says_why():
 def test_the_full_plan_fits_its_budget_and_an_oversized_one_is_refused():
     plan = CheckPlan()
     assert plan.step_shape == (1, 256, 262_144) and plan.steps_per_canvas == 12 and plan.kernel_tests is None
-    assert sum(plan.limits_s.values()) + gpu_check.START_OVERHEAD_S <= gpu_check.TOTAL_BUDGET_S == 400
+    assert sum(plan.limits_s.values()) + gpu_check.START_OVERHEAD_S <= gpu_check.TOTAL_BUDGET_S == 360
     with pytest.raises(ValueError, match="budget"):
         CheckPlan(limits_s={"kernel_tests": 150, "sampling_step": 50, "sampler": 90, "compiled": 100, "hybrid": 40,
                             "replicas": 40})
