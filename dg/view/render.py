@@ -63,7 +63,7 @@ def position_states(trace, step_index) -> list[str]:
         ever_accepted |= r.accepted
     previous = earlier[-1].argmax if earlier else rec.argmax
     eos_ids = trace.start.eos_token_ids if trace.start else []
-    padded = after_eos(torch.as_tensor(rec.argmax), eos_ids).numpy()
+    padded = after_eos(torch.tensor(rec.argmax), eos_ids).numpy()
     states = []
     for pos in range(len(rec.argmax)):
         if rec.pinned is not None and rec.pinned[pos]:
