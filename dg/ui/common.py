@@ -20,6 +20,7 @@ import gradio as gr
 
 from dg.config import KNOBS
 from dg.engine import runs
+from dg.engine.pace import Pace
 from dg.engine.runs import DEFAULT_FPS, LiveRun, Sessions, awatch, prepare_run
 from dg.engine.session import History
 from dg.tiny.examples import EXAMPLES_DIR, load_rows
@@ -162,6 +163,26 @@ async def stream(shared: RunState, request, live_runs: list[LiveRun], draw: Call
         shared.sessions.discard(session_id(request), *live_runs)
     for run in live_runs:
         notify(run)
+
+
+async def paced_stream(shared: RunState, request, run: LiveRun, draw: Callable[..., dict],
+                       pace_ms) -> AsyncIterator[dict]:
+    """`stream` of one run in slow motion: `draw(frame, index, pace)` shows step `index` of the frame (None: the
+    step `pace` says is due); once the sampler has ended, the steps the view still owes, each at its time,
+    unless Stop came (the tail stays stoppable without a gap)."""
+    pace = Pace(pace_ms or 0)
+    tail = LiveRun(lambda emit, cancel: None, label="slow motion")  # never started: a handle for Stop
+    try:
+        async for update in stream(shared, request, [run], lambda frame: draw(frame, None, pace),
+                                   stays_stoppable=(tail,) if pace.seconds > 0 else ()):
+            yield update
+        trace = run.snapshot()
+        stopped = (trace.end is not None and trace.end.finish_reason == "cancelled") or tail.cancel.is_set()
+        if pace.behind(len(trace.steps)) and not stopped:
+            async for index in pace.tail(len(trace.steps), tail.cancel):
+                yield draw(trace, index, pace)
+    finally:
+        shared.sessions.discard(session_id(request), tail)
 
 
 def notify(run: LiveRun) -> None:

@@ -6,13 +6,14 @@ does the same to every cell since the last click. **Re-denoise** runs the sample
 seed and settings, warm-started from the edited canvas with the pinned cells held (dg.edits → a
 dg.drafts.Draft → the runner, in this process or the worker), as a new run in the session's history: the
 replay, inspector, plots and run picker reach it like any other, and a table sets it beside the run it came
-from. A draft with blanks (dg.drafts' `{{n}}` / `{{...}}`) on the Generate tab's prompt is a second way in.
+from; it plays at the Generate tab's Pace (dg.ui.common.paced_stream), as Generate's own runs do. A draft with blanks (dg.drafts' `{{n}}` / `{{...}}`) on the Generate tab's prompt is a second way in.
 
     python app.py   # Generate → "Edit the canvas and re-denoise"
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 
 import gradio as gr
 import torch
@@ -22,7 +23,7 @@ from dg.edits import CanvasEdit
 from dg.engine.runs import mode_run, prepare_run
 from dg.engine.session import KeptRun
 from dg.tiny.examples import load_rows
-from dg.ui.common import KNOB_NAMES, RunState, picker, refused_input, refusal, stream, with_api_names
+from dg.ui.common import KNOB_NAMES, RunState, paced_stream, picker, refused_input, refusal, with_api_names
 from dg.view.edit import edit_parts
 from dg.view.render import PARTS_TEMPLATE
 from dg.view.tables import compare_table, summary
@@ -80,7 +81,8 @@ class Hooks:
     picker: gr.Dropdown
     status: gr.Markdown
     outputs: list  # every view `finished` fills
-    live: Callable  # a live frame's Trace → {component: value}
+    pace: gr.Slider  # Generate's Pace: re-denoised and draft runs play at it too
+    live: Callable  # (run, live frame, step to show or None, Pace) → {component: value}, the status included
     finished: Callable  # a KeptRun → {component: value} for each of `outputs`
     meta: Callable  # (prompt, image, thinking, seed) → what produced a run, for its exports
     plots: dict  # the chained event that draws the plots of the picked run
@@ -194,14 +196,13 @@ def _wire_runs(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
     """Re-denoise and Run the draft: a diffusion run with a draft, streamed into Generate's views, kept."""
     tok, vocab = loaded.tokenizer, loaded.model.config.text_config.vocab_size
 
-    async def run(prompt, image, thinking, seed, knobs: dict, draft_of: Callable, history, request, source=None,
-                  made_from: dict | None = None):
+    async def run(prompt, image, thinking, seed, knobs: dict, draft_of: Callable, history, pace_ms, request,
+                  source=None, made_from: dict | None = None):
         with refused_input():
             run_inputs, config, seed = prepare_run(loaded, prompt, image, thinking, seed, knobs)
             draft = draft_of(config, torch.Generator().manual_seed(seed))
         live = mode_run(loaded, "diffusion", run_inputs, config, seed, draft=draft).start()
-        draw = lambda frame: {**hooks.live(frame), hooks.status: "running…"}  # noqa: E731
-        async for update in stream(shared, request, [live], draw):
+        async for update in paced_stream(shared, request, live, partial(hooks.live, live), pace_ms):
             yield update
         trace = live.snapshot()
         tag = " ✎" if source is not None else " draft"
@@ -212,7 +213,7 @@ def _wire_runs(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
         yield {**hooks.finished(kept), shared.history: history, hooks.picker: picker(history),
                hooks.status: summary(trace), p.compare: table}
 
-    async def redenoise(editing, history, request: gr.Request = None):
+    async def redenoise(editing, history, pace_ms=0, request: gr.Request = None):
         if editing is None:
             raise refusal("nothing to re-denoise: generate a diffusion run first, its canvas loads here")
         meta, kept = editing.source.meta, editing.source
@@ -221,12 +222,12 @@ def _wire_runs(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
                           "pick the run again")
         knobs = {k: v for k, v in kept.trace.start.config.items() if k in KNOB_NAMES}
         async for update in run(meta["prompt"], editing.image, meta.get("thinking", False), meta.get("seed", 0),
-                                knobs, lambda config, gen: editing.edit.to_draft(vocab, gen), history, request, kept,
-                                {"edited_from": kept.label, **editing.edit.counts}):
+                                knobs, lambda config, gen: editing.edit.to_draft(vocab, gen), history, pace_ms, request,
+                                kept, {"edited_from": kept.label, **editing.edit.counts}):
             yield update
 
     async def from_draft(prompt, image, thinking, seed, *rest, request=None):
-        *knob_values, text, history = rest
+        *knob_values, text, history, pace_ms = rest
 
         def draft_of(config, gen):
             return build_draft(tok, text, canvas_length=loaded.model.config.canvas_length,
@@ -234,12 +235,14 @@ def _wire_runs(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
                                eos_token_id=loaded.eos_token_ids[0], pad_token_id=loaded.pad_token_id, generator=gen)
 
         async for update in run(prompt, image, thinking, seed, dict(zip(KNOB_NAMES, knob_values)), draft_of, history,
-                                request, made_from={"draft": text}):
+                                pace_ms, request, made_from={"draft": text}):
             yield update
 
     outputs = [*hooks.outputs, shared.history, hooks.picker, hooks.status, p.compare]
-    p.go.click(redenoise, [p.state, shared.history], outputs, api_name="redenoise", show_progress="hidden") \
+    p.go.click(redenoise, [p.state, shared.history, hooks.pace], outputs, api_name="redenoise",
+               show_progress="hidden") \
         .then(api_visibility="private", **hooks.plots)
-    from_draft = with_api_names(from_draft, "prompt", "image", "thinking", "seed", *KNOB_NAMES, "draft", "runs")
-    p.run_draft.click(from_draft, [*hooks.inputs, p.draft, shared.history], outputs, api_name="draft",
+    from_draft = with_api_names(from_draft, "prompt", "image", "thinking", "seed", *KNOB_NAMES, "draft", "runs",
+                                "pace_ms")
+    p.run_draft.click(from_draft, [*hooks.inputs, p.draft, shared.history, hooks.pace], outputs, api_name="draft",
                       show_progress="hidden").then(api_visibility="private", **hooks.plots)

@@ -11,6 +11,7 @@ chained event draws its four plots.
 """
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import gradio as gr
@@ -21,8 +22,8 @@ from dg.prompts import open_image
 from dg.trace import Trace
 from dg.ui import edit_panel
 from dg.ui import modes
-from dg.ui.common import (KNOB_NAMES, RunState, load_examples, picker, prepare, session_id, step_index, stream,
-                          with_api_names, with_knob)
+from dg.ui.common import (KNOB_NAMES, RunState, load_examples, paced_stream, picker, prepare, step_index,
+                          stream, with_api_names, with_knob)
 from dg.tiny.examples import SkillExamples
 from dg.tiny.scope import skill_of
 from dg.engine.pace import MAX_PACE_MS, Pace
@@ -122,7 +123,7 @@ def build(loaded, shared: RunState) -> GenerateTab:
     edit_panel.wire(loaded, shared, edit, edit_panel.Hooks(
         inputs.run, inputs.image, views.picker, views.status,
         [views.canvas, views.panel, views.text, views.inspector, views.step, results.trace_file],
-        live=lambda frame: dict(zip((views.canvas, views.panel, views.text), live_views(frame, loaded.tokenizer))),
+        inputs.pace, live=partial(paced_views, loaded.tokenizer, views),
         finished=lambda kept: _run_view(loaded.tokenizer, reference, views, results, kept),
         meta=lambda *produced: run_meta(loaded, *produced), plots=plot_io))
     _wire_replay(loaded, shared, reference, views, results)
@@ -267,6 +268,14 @@ def live_views(shown: Trace, tokenizer) -> tuple[list[str], str, str]:
     return render.canvas_parts(shown, tokenizer), render.step_panel_html(shown), render.text_view_html(shown, tokenizer)
 
 
+def paced_views(tokenizer, views: Views, run: LiveRun, frame: Trace, index: int | None, pace: Pace) -> dict:
+    """A live frame of `run` as Generate's views show it at `pace` (`index`: the step to show; None: the one due)."""
+    shown = render.trace_until(frame, pace.index(len(frame.steps)) if index is None else index)
+    canvas, panel, text = live_views(shown, tokenizer)
+    return {views.canvas: canvas, views.panel: panel, views.text: text,
+            views.status: _live_status(run, frame, shown, pace)}
+
+
 def _live_status(run: LiveRun, frame: Trace, shown: Trace, pace: Pace) -> str:
     if not (frame.steps or frame.tokens):
         return waiting_message(run)
@@ -286,27 +295,9 @@ def _wire_generate(loaded, shared: RunState, reference: SkillExamples, inputs: I
         *knobs, mode, pace_ms, history = rest
         run_inputs, config, seed = prepare(loaded, prompt, image, thinking, seed, knobs)
         run = modes.start(loaded, mode, run_inputs, config, seed)
-        pace = Pace(pace_ms or 0)
-        # slow motion lags the sampler: its tail is registered with the run, so Stop reaches it even in
-        # the moment between the sampler's end and the tail's first frame
-        tail = LiveRun(lambda emit, cancel: None, label="slow motion")  # never started: a handle for Stop
-
-        def draw(frame, index=None):
-            shown = render.trace_until(frame, pace.index(len(frame.steps)) if index is None else index)
-            canvas, panel, text = live_views(shown, tok)
-            return {views.canvas: canvas, views.panel: panel, views.text: text,
-                    views.status: _live_status(run, frame, shown, pace)}
-
-        try:
-            async for update in stream(shared, request, [run], draw, stays_stoppable=(tail,) if pace.seconds > 0 else ()):
-                yield update
-            trace = run.snapshot()
-            stopped = (trace.end is not None and trace.end.finish_reason == "cancelled") or tail.cancel.is_set()
-            if pace.behind(len(trace.steps)) and not stopped:
-                async for index in pace.tail(len(trace.steps), tail.cancel):
-                    yield draw(trace, index)
-        finally:
-            shared.sessions.discard(session_id(request), tail)
+        async for update in paced_stream(shared, request, run, partial(paced_views, tok, views, run), pace_ms):
+            yield update
+        trace = run.snapshot()
         history = history.keep(prompt, trace, meta=run_meta(loaded, prompt, image, thinking, seed))
         yield {**_run_view(tok, reference, views, results, history.run(None)), shared.history: history,
                views.picker: picker(history), views.status: summary(trace)}

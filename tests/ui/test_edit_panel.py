@@ -1,9 +1,10 @@
 """The edit panel's logic (dg.ui.edit_panel) and its draft endpoint on the real server: the picked run loads
 all pinned (or says why it cannot), clicks pin, free, blank and pick a cell as the choice says, a shift-click
-reaches every cell since the last click; /draft runs a draft with blanks with its text pinned, and a bad draft
-is a one-line message."""
+reaches every cell since the last click; /draft runs a draft with blanks with its text pinned, at Generate's
+Pace, and a bad draft is a one-line message."""
 
 import json
+import time
 import re
 from pathlib import Path
 
@@ -78,3 +79,19 @@ def test_a_bad_draft_is_one_line_that_says_what_is_wrong(client, draft, message)
     with pytest.raises(AppError, match=re.escape(message)):
         client.predict(prompt="Write a story.", image=None, thinking=False, seed=0, draft=draft, api_name="/draft",
                        **FAST)
+
+
+def test_a_draft_run_plays_at_generate_s_pace(client):
+    pace_ms = 150
+    start = time.perf_counter()
+    job = client.submit(prompt="Write a story.", image=None, thinking=False, seed=0, draft="the {{4}} and {{...}}",
+                        pace_ms=pace_ms, api_name="/draft", **FAST)
+    statuses = []
+    while not job.done():
+        statuses += [out[STATUS] for out in job.outputs()[len(statuses):]]
+        time.sleep(0.02)
+    result = job.result(timeout=60)
+    steps = len(Trace.from_json(Path(result[TRACE_FILE]).read_text()).steps)
+    assert steps > 2 and "Done" in result[STATUS]
+    assert time.perf_counter() - start >= (steps - 1) * pace_ms / 1000  # the last step shown no sooner
+    assert any(isinstance(s, str) and "slow motion, 150 ms a step" in s for s in statuses), statuses
