@@ -1,14 +1,14 @@
 """Fair turns on one model: live runs of every session share it step by step, each within a budget.
 
-A run first waits in line for one of `slots` places; the next place goes to the waiting run whose
-session has the fewest runs placed, then to the earliest. Placed runs take the model in turns, one
-step (a denoising step, or one AR token) per turn, in round-robin order: a long run slows a short
-one but never stalls it. Turns are per model: a run served by one of several replicas (dg.engine.replicas)
-takes turns with the runs on its replica only, once its first record says which replica that is. A seeded run keeps its own copy of torch's RNG state and puts it back at
-each of its turns, so its draws are those it makes alone after `torch.manual_seed(seed)` (the same
-tokens as `model.generate()`) however runs interleave. A run that has held the model for
-`budget.model_s` seconds or `budget.steps` steps is stopped between two steps and keeps what it made.
-A run whose cancel event is set while it waits leaves the line without running.
+A run first waits in line for one of `slots` places; the next place goes to the waiting run whose session has
+the fewest runs placed, then to the earliest. Placed runs take the model in turns, one step (a denoising step,
+or one AR token) per turn, in round-robin order: a long run slows a short one but never stalls it. Turns are
+per model: a run served by one of several replicas (dg.engine.replicas) takes turns with the runs on its
+replica only, once its first record says which replica that is. A seeded run keeps its own copy of torch's RNG
+state and puts it back at each of its turns, so its draws are those it makes alone after
+`torch.manual_seed(seed)` (the same tokens as `model.generate()`) however runs interleave. A run that has held
+the model for `budget.model_s` seconds or `budget.steps` steps is stopped between two steps and keeps what it
+made. A run whose cancel event is set while it waits leaves the line without running.
 
     python -m pytest tests/engine/test_turns.py -q
 """

@@ -6,7 +6,8 @@ does the same to every cell since the last click. **Re-denoise** runs the sample
 seed and settings, warm-started from the edited canvas with the pinned cells held (dg.edits → a
 dg.drafts.Draft → the runner, in this process or the worker), as a new run in the session's history: the
 replay, inspector, plots and run picker reach it like any other, and a table sets it beside the run it came
-from; it plays at the Generate tab's Pace (dg.ui.common.paced_stream), as Generate's own runs do. A draft with blanks (dg.drafts' `{{n}}` / `{{...}}`) on the Generate tab's prompt is a second way in.
+from; it plays at the Generate tab's Pace (dg.ui.common.paced_stream), as Generate's own runs do. A draft with
+blanks (dg.drafts' `{{n}}` / `{{...}}`) on the Generate tab's prompt is a second way in.
 
     python app.py   # Generate → "Edit the canvas and re-denoise"
 """

@@ -63,8 +63,9 @@ def test_tokens_per_round_stacks_the_draft_ar_kept_and_its_own_token_per_round(h
     # a canvas's first token is AR's, made before its first round, unless the last round of the canvas before
     # it ended that canvas with AR's own token one past its end (carried over)
     canvases = len({r.canvas for r in hybrid_trace.rounds})
-    carried = sum(r.canvas < hybrid_trace.rounds[-1].canvas and r.held + r.accepted == hybrid_trace.start.canvas_length
-                  and r.bonus is not None for r in hybrid_trace.rounds)
+    full = hybrid_trace.start.canvas_length
+    carried = sum(r.canvas < hybrid_trace.rounds[-1].canvas and r.held + r.accepted == full and r.bonus is not None
+                  for r in hybrid_trace.rounds)
     assert sum(kept.y) + sum(own.y) + canvases - carried == len(hybrid_trace.tokens)
     assert list(kept.y) == [r.accepted for r in hybrid_trace.rounds] and all(o == 1 for o in own.y[:-1])  # EOS ends the last
     assert all(r >= 0 for r in rejected.y) and any(r > 0 for r in rejected.y)
