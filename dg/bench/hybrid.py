@@ -1,10 +1,16 @@
-"""Hybrid decoding's design dial: denoising steps per verify round, per skill, against greedy AR.
+"""Hybrid decoding's design dials: the canvas layout and denoising steps per verify round, per skill,
+against greedy AR.
 
-For each `--draft-steps` value and each skill, `--n` held-out prompts run greedy AR and hybrid side by
-side (interleaved, one thread): tokens per round, tokens per forward (TPF = tokens / NFE), hybrid's speed
-over AR's, and whether every reply is AR's token for token. One JSON line at the end.
+For each `--layouts` value, each `--draft-steps` value and each skill, `--n` held-out prompts run greedy
+AR and hybrid side by side (interleaved, one thread): tokens per round, tokens per forward (TPF = tokens /
+NFE), hybrid's speed over AR's, and whether every reply is AR's token for token. One JSON line at the end.
 
-    python -m dg.bench.hybrid --draft-steps 1 2 3 --n 4
+Layouts: `aligned` is dg.hybrid's (each canvas on its trained place, verified tokens pinned inside it,
+the canvas state carried from round to round); `restart` drafts a fresh canvas from the last verified
+token every round, so canvases start wherever verification stopped (places the decoder never saw in
+training) and nothing carries over. `restart` lives here only, as the measured alternative.
+
+    python -m dg.bench.hybrid --layouts aligned restart --draft-steps 1 2 3 --n 4
 """
 
 import argparse
@@ -13,14 +19,67 @@ import time
 
 import torch
 
-from dg.ar import generate_ar
-from dg.hybrid import generate_hybrid
+from dg.ar import generate_ar, next_token_logits
+from dg.hybrid import _agreeing, _crop_to, _ones, _rollback_cache, generate_hybrid
+from dg.kernels.sampling import sample_step
 from dg.loading import load
+from dg.passes import after_prefill, decode, decoder_mask, encode, eos_token_ids, positions, split_inputs
 from dg.prompts import build_inputs
+from dg.sampler import pin_step
 from dg.tiny import skills
 
+LAYOUTS = ("aligned", "restart")
 
-def measure(loaded, draft_steps: int, skill: str, n: int, seed: int = 0, add_terms=None) -> dict:
+
+@torch.no_grad()
+def restart_hybrid(model, inputs: dict, config, draft_steps: int) -> dict:
+    """Hybrid with the `restart` layout: every round drafts a fresh canvas whose first cell is the last
+    verified token (pinned) at that token's own position, runs `draft_steps` sampler steps, and verifies the
+    draft with one causal encoder pass, keeping what agrees with greedy AR plus AR's own token. The KV cache
+    is cropped to the verified tokens after each pass. Returns the token ids and the counts."""
+    input_ids, extra = split_inputs(inputs)
+    device, base = input_ids.device, input_ids.shape[1]
+    length, vocab = model.config.canvas_length, model.config.text_config.vocab_size
+    eos = set(eos_token_ids(model))
+    cache = _rollback_cache(model)
+    hidden = encode(model, input_ids, cache, positions(0, base, device), _ones(base, device), extra)
+    _crop_to(cache, base)
+    extra = after_prefill(extra)
+    ids = [int(next_token_logits(model, hidden.last_hidden_state[:, -1])[0].argmax())]
+    counts = {"encoder": 1, "decoder": 0, "rounds": 0}
+    done = lambda: len(ids) >= config.max_new_tokens or ids[-1] in eos  # noqa: E731
+    pinned = torch.arange(length, device=device)[None] < 1
+    embed_dtype = model.model.decoder.embed_tokens.weight.dtype
+    while not done():
+        start = base + len(ids) - 1  # the last verified token's place; the cache holds everything before it
+        canvas = torch.randint(0, vocab, (1, length), device=device)
+        canvas[0, 0] = ids[-1]
+        mask = decoder_mask(model, canvas, cache, _ones(start, device))
+        sc_logits = None
+        for step in range(1, draft_steps + 1):
+            logits = decode(model, canvas, sc_logits, mask, cache, positions(start, length, device), extra)
+            remaining = max(config.max_denoising_steps - step + 1, 1)
+            temperature = config.temperature(torch.tensor(remaining, dtype=torch.int32, device=device))
+            s = pin_step(sample_step(logits, temperature, canvas, config.entropy_bound, backend=config.backend),
+                         pinned, canvas, config.entropy_bound)
+            counts["decoder"] += 1
+            sc_logits, draft, canvas = s.scaled_logits.to(embed_dtype), s.argmax, s.next_canvas.clone()
+        hidden = encode(model, draft, cache, positions(start, length, device), _ones(start + length, device), extra)
+        counts["encoder"] += 1
+        counts["rounds"] += 1
+        ar_logits = next_token_logits(model, hidden.last_hidden_state)[0]
+        first_mismatch = 1 + _agreeing(draft[0], ar_logits, 1)
+        for token in draft[0, 1:first_mismatch].tolist():
+            if not done():
+                ids.append(token)
+        if not done():
+            ids.append(int(ar_logits[first_mismatch - 1].argmax()))
+        _crop_to(cache, base + len(ids) - 1)
+    return {"token_ids": ids, "rounds": counts["rounds"], "nfe": counts["encoder"] + counts["decoder"]}
+
+
+def measure(loaded, draft_steps: int, skill: str, n: int, seed: int = 0, add_terms=None,
+            layout: str = "aligned") -> dict:
     """Totals over n held-out prompts of one skill (thinking on where the skill has a trace)."""
     model, config = loaded.model, loaded.sampler_config
     totals = {"tokens": 0, "rounds": 0, "nfe": 0, "ar_s": 0.0, "hybrid_s": 0.0, "equal": 0}
@@ -32,14 +91,18 @@ def measure(loaded, draft_steps: int, skill: str, n: int, seed: int = 0, add_ter
         totals["ar_s"] += time.perf_counter() - start
         torch.manual_seed(seed + i)
         start = time.perf_counter()
-        hybrid = generate_hybrid(model, inputs, config, draft_steps=draft_steps)
+        if layout == "aligned":
+            trace = generate_hybrid(model, inputs, config, draft_steps=draft_steps)
+            m = trace.metrics()
+            hybrid = {"token_ids": trace.token_ids, "rounds": m["rounds"], "nfe": m["nfe"]}
+        else:
+            hybrid = restart_hybrid(model, inputs, config, draft_steps)
         totals["hybrid_s"] += time.perf_counter() - start
-        m = hybrid.metrics()
-        totals["tokens"] += m["tokens"]
-        totals["rounds"] += m["rounds"]
-        totals["nfe"] += m["nfe"]
-        totals["equal"] += hybrid.token_ids == ar.token_ids
-    return {"draft_steps": draft_steps, "skill": skill, "n": n,
+        totals["tokens"] += ar.metrics()["tokens"]  # pad never counts; the replies are checked equal below
+        totals["rounds"] += hybrid["rounds"]
+        totals["nfe"] += hybrid["nfe"]
+        totals["equal"] += list(hybrid["token_ids"]) == list(ar.token_ids)
+    return {"layout": layout, "draft_steps": draft_steps, "skill": skill, "n": n,
             "tokens_per_round": totals["tokens"] / max(totals["rounds"], 1),
             "tpf": totals["tokens"] / max(totals["nfe"], 1),
             "speedup_vs_ar": totals["ar_s"] / totals["hybrid_s"] if totals["hybrid_s"] > 0 else 0.0,
@@ -52,6 +115,8 @@ ROWS = (("json", None), ("story", None), ("sudoku", None), ("arithmetic", (2,)),
 def main(argv=None) -> list[dict]:
     parser = argparse.ArgumentParser(prog="python -m dg.bench.hybrid", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default=None, help="checkpoint folder (default: the embedded tiny model)")
+    parser.add_argument("--layouts", nargs="+", choices=LAYOUTS, default=["aligned"],
+                        help="canvas layouts to measure (aligned is dg.hybrid's)")
     parser.add_argument("--draft-steps", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--n", type=int, default=4, help="prompts per skill")
     parser.add_argument("--threads", type=int, default=1)
@@ -61,13 +126,15 @@ def main(argv=None) -> list[dict]:
     torch.set_num_threads(args.threads)
     loaded = load(args.model)
     rows = []
-    for draft_steps in args.draft_steps:
-        for skill, terms in ROWS:
-            row = measure(loaded, draft_steps, skill, args.n, add_terms=terms)
-            row["skill"] = skill if terms is None else f"{skill} ({terms[0]} terms)"
-            rows.append(row)
-            print(f"draft steps {draft_steps} {row['skill']:<22} tokens/round {row['tokens_per_round']:6.1f} "
-                  f"TPF {row['tpf']:5.2f} speed vs AR {row['speedup_vs_ar']:5.2f}x equal to AR {row['equals_ar']:.0%}")
+    for layout in args.layouts:
+        for draft_steps in args.draft_steps:
+            for skill, terms in ROWS:
+                row = measure(loaded, draft_steps, skill, args.n, add_terms=terms, layout=layout)
+                row["skill"] = skill if terms is None else f"{skill} ({terms[0]} terms)"
+                rows.append(row)
+                print(f"{layout} draft steps {draft_steps} {row['skill']:<22} tokens/round "
+                      f"{row['tokens_per_round']:6.1f} TPF {row['tpf']:5.2f} speed vs AR {row['speedup_vs_ar']:5.2f}x "
+                      f"equal to AR {row['equals_ar']:.0%}")
     print(json.dumps(rows))
     return rows
 
