@@ -132,15 +132,22 @@ def _draft_canvas(model, config, k, start, verified, cache, extra, draft_steps, 
         round_start = time.perf_counter() - clock
         for _ in range(draft_steps):
             step += 1
-            logits = decode(model, canvas, sc_logits, mask, cache, decoder_positions, extra)
-            remaining = max(config.max_denoising_steps - step + 1, 1)
-            temperature = config.temperature(torch.tensor(remaining, dtype=torch.int32, device=device))
-            s = pin_step(sample_step(logits, temperature, canvas, config.entropy_bound, backend=config.backend),
-                         pinned, canvas, config.entropy_bound)
+            temperature, s = draft_step(model, config, step, canvas, sc_logits, mask, cache, decoder_positions,
+                                        extra, pinned)
             counts["decoder"] += 1
             yield _step_record(k, step, temperature, canvas, s, config.entropy_bound, False, False, None, clock, pinned)
             sc_logits, draft, canvas = s.scaled_logits.to(embed_dtype), s.argmax, s.next_canvas.clone()
         yield from _verify_round(model, draft, held, start, verified, cache, extra, counts, k, round_start, clock)
+
+
+def draft_step(model, config, step, canvas, sc_logits, mask, cache, decoder_positions, extra, pinned):
+    """Denoising step `step` (from 1) of a draft, its `pinned` positions held: (temperature, StepSample).
+    The temperature follows the sampler's schedule for the steps that remain under the step cap."""
+    logits = decode(model, canvas, sc_logits, mask, cache, decoder_positions, extra)
+    remaining = max(config.max_denoising_steps - step + 1, 1)
+    temperature = config.temperature(torch.tensor(remaining, dtype=torch.int32, device=canvas.device))
+    s = sample_step(logits, temperature, canvas, config.entropy_bound, backend=config.backend)
+    return temperature, pin_step(s, pinned, canvas, config.entropy_bound)
 
 
 def _verify_round(model, draft, held, start, verified, cache, extra, counts, k, round_start, clock):

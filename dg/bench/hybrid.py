@@ -20,12 +20,10 @@ import time
 import torch
 
 from dg.ar import generate_ar, next_token_logits
-from dg.hybrid import _agreeing, _crop_to, _ones, _rollback_cache, generate_hybrid
-from dg.kernels.sampling import sample_step
+from dg.hybrid import _agreeing, _crop_to, _ones, _rollback_cache, draft_step, generate_hybrid
 from dg.loading import load
-from dg.passes import after_prefill, decode, decoder_mask, encode, eos_token_ids, positions, split_inputs
+from dg.passes import after_prefill, decoder_mask, encode, eos_token_ids, positions, split_inputs
 from dg.prompts import build_inputs
-from dg.sampler import pin_step
 from dg.tiny import skills
 
 LAYOUTS = ("aligned", "restart")
@@ -55,16 +53,12 @@ def restart_hybrid(model, inputs: dict, config, draft_steps: int) -> dict:
         canvas = torch.randint(0, vocab, (1, length), device=device)
         canvas[0, 0] = ids[-1]
         mask = decoder_mask(model, canvas, cache, _ones(start, device))
-        sc_logits = None
+        canvas_positions, sc_logits = positions(start, length, device), None
         for step in range(1, draft_steps + 1):
-            logits = decode(model, canvas, sc_logits, mask, cache, positions(start, length, device), extra)
-            remaining = max(config.max_denoising_steps - step + 1, 1)
-            temperature = config.temperature(torch.tensor(remaining, dtype=torch.int32, device=device))
-            s = pin_step(sample_step(logits, temperature, canvas, config.entropy_bound, backend=config.backend),
-                         pinned, canvas, config.entropy_bound)
+            _, s = draft_step(model, config, step, canvas, sc_logits, mask, cache, canvas_positions, extra, pinned)
             counts["decoder"] += 1
             sc_logits, draft, canvas = s.scaled_logits.to(embed_dtype), s.argmax, s.next_canvas.clone()
-        hidden = encode(model, draft, cache, positions(start, length, device), _ones(start + length, device), extra)
+        hidden = encode(model, draft, cache, canvas_positions, _ones(start + length, device), extra)
         counts["encoder"] += 1
         counts["rounds"] += 1
         ar_logits = next_token_logits(model, hidden.last_hidden_state)[0]
@@ -101,7 +95,7 @@ def measure(loaded, draft_steps: int, skill: str, n: int, seed: int = 0, add_ter
         totals["tokens"] += ar.metrics()["tokens"]  # pad never counts; the replies are checked equal below
         totals["rounds"] += hybrid["rounds"]
         totals["nfe"] += hybrid["nfe"]
-        totals["equal"] += list(hybrid["token_ids"]) == list(ar.token_ids)
+        totals["equal"] += hybrid["token_ids"] == ar.token_ids
     return {"layout": layout, "draft_steps": draft_steps, "skill": skill, "n": n,
             "tokens_per_round": totals["tokens"] / max(totals["rounds"], 1),
             "tpf": totals["tokens"] / max(totals["nfe"], 1),
