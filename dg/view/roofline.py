@@ -8,7 +8,6 @@ FLOPs / its measured time); the second figure is the tokens/s bound of both mode
     python -m pytest tests/view/test_roofline.py -q
 """
 
-import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -16,9 +15,11 @@ import plotly.graph_objects as go
 
 from dg import roofline
 from dg.roofline import Bound, Device, ModelShape
-from dg.view.theme import AR_COLOR, PLOT_AXES, PLOT_LAYOUT, STATE_COLORS
+from dg.view.axes import data_span, log_axis
+from dg.view.theme import AR_COLOR, INK, PLOT_AXES, PLOT_LAYOUT, STATE_COLORS
 
 DIFFUSION_COLOR = STATE_COLORS["committed"]
+REPORT_COLOR = "#dc2626"  # the report's measured crossover, against the bounds' own
 LEGEND_ON_TOP = dict(orientation="h", yanchor="bottom", y=1.04, xanchor="left", x=0)
 LEGEND_BELOW = dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0)  # many entries: clear of the title
 
@@ -80,10 +81,18 @@ def roofline_figure(setting: Setting, measured: list[Measured] = ()) -> go.Figur
         fig.add_trace(go.Scatter(x=[bound.intensity], y=[bound.flops / m.seconds / 1e12], mode="markers",
                                  name=f"{m.label}: {roofline.fraction(m.seconds, bound):.0%} of bound",
                                  marker=dict(color=color, size=12, symbol="x")))
-    fig.update_xaxes(type="log", title_text="arithmetic intensity (FLOPs per byte of weights)")
-    fig.update_yaxes(type="log", title_text="TFLOP/s")
+    fig.update_xaxes(title_text="arithmetic intensity (FLOPs per byte of weights)", **log_axis(*data_span(fig, "x")))
+    fig.update_yaxes(title_text="TFLOP/s", **log_axis(*data_span(fig, "y")))
     return _styled(fig, f"Roofline: {setting.model.name} on {setting.device.name}, {setting.dtype}", LEGEND_BELOW,
                    height=520, margin=dict(b=170))
+
+
+def _users_line(fig: go.Figure, users: int, text: str, dash: str, color: str, end: str) -> None:
+    """A vertical line at `users` (data units: plotly places a shape on a log axis by its value), labelled at its
+    top ("end") or bottom ("start") end, the label part of the shape so it sits on the line."""
+    fig.add_shape(type="line", x0=users, x1=users, xref="x", y0=0, y1=1, yref="y domain",
+                  line=dict(dash=dash, color=color, width=2),
+                  label=dict(text=text, textposition=end, textangle=0, xanchor="left", font=dict(color=color)))
 
 
 def users_figure(setting: Setting, report_crossover: int | None = None, most: int = 512) -> go.Figure:
@@ -97,12 +106,11 @@ def users_figure(setting: Setting, report_crossover: int | None = None, most: in
     cross = roofline.crossover_users(setting.model, setting.device, setting.dtype, setting.tpf, most,
                                      canvas=setting.canvas, experts_per_canvas=setting.experts_per_canvas)
     if cross:
-        fig.add_vline(x=math.log10(cross), line_dash="dot", annotation_text=f"bounds cross at {cross} users")
-    if report_crossover:  # shapes on a log axis take log10 coordinates
-        fig.add_vline(x=math.log10(report_crossover), line_dash="dash", line_color="#dc2626",
-                      annotation_text=f"report, measured: {report_crossover}", annotation_position="bottom right")
-    fig.update_xaxes(type="log", title_text="concurrent users")
-    fig.update_yaxes(type="log", title_text="tokens/s, all users (bound)")
+        _users_line(fig, cross, f"bounds cross at {cross} users", "dot", INK, "end")
+    if report_crossover:
+        _users_line(fig, report_crossover, f"report, measured: {report_crossover}", "dash", REPORT_COLOR, "start")
+    fig.update_xaxes(title_text="concurrent users", **log_axis(users[0], users[-1]))
+    fig.update_yaxes(title_text="tokens/s, all users (bound)", **log_axis(*data_span(fig, "y")))
     return _styled(fig, "Throughput bound against concurrency", height=380)
 
 

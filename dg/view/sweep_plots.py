@@ -13,12 +13,14 @@ from pathlib import Path
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from dg.view.axes import PAD_DECADES, data_span, log_axis
 from dg.view.theme import PLOT_AXES, PLOT_LAYOUT
 
 SWEEP = Path(__file__).resolve().parents[2] / "assets" / "measurements" / "sweep.json"
 SKILL_COLORS = {"sudoku": "#6366f1", "arithmetic": "#dc2626", "picture": "#0ea5e9", "json": "#16a34a",
                 "story": "#f59e0b"}
 LEGEND_ON_TOP = dict(orientation="h", yanchor="bottom", y=1.04, xanchor="left", x=0)
+BAR_PAD_DECADES = 2 * PAD_DECADES  # a bar is a step wide: its half-width past its count, then the margin
 
 
 def load_sweep(path: Path = SWEEP) -> dict:
@@ -53,7 +55,7 @@ def latency_dial(sweep: dict) -> go.Figure:
             fig.add_trace(go.Scatter(x=caps, y=[r[key] * scale for r in row["caps"].values()], name=skill,
                                      legendgroup=skill, showlegend=col == 1, mode="lines+markers",
                                      line=dict(color=color)), row=1, col=col)
-    fig.update_xaxes(type="log", title_text="max_denoising_steps (step cap)")
+    fig.update_xaxes(title_text="max_denoising_steps (step cap)", **log_axis(min(sweep["caps"]), max(sweep["caps"])))
     fig.update_yaxes(title_text="% right", range=[0, 105], row=1, col=1)
     return _styled(fig, "The latency dial: step cap → accuracy and time", height=380)
 
@@ -71,7 +73,9 @@ def steps_by_skill(sweep: dict) -> go.Figure:
         fig.add_annotation(text=f"{skill} {row['caps'][full]['steps_per_canvas']:.2f}", showarrow=False,
                            xref="paper", yref="paper", x=1.0, y=1.0 - 0.08 * len(fig.layout.annotations),
                            xanchor="right", font=dict(color=SKILL_COLORS.get(skill)))
-    fig.update_xaxes(title_text="steps the canvas took (cap 48: it stops when stable and confident)", type="log")
+    cap = max(sweep["caps"])  # the axis spans 1 step to the cap, a bar's width past the data on either side
+    fig.update_xaxes(title_text=f"steps the canvas took (cap {cap}: it stops when stable and confident)",
+                     **log_axis(1, max(cap, *data_span(fig, "x")), pad_decades=BAR_PAD_DECADES))
     fig.update_yaxes(title_text="% of canvases")
     return _styled(fig, "Steps per canvas by skill (mean on the right)", barmode="group", height=360)
 

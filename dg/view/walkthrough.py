@@ -151,12 +151,11 @@ def _bound_stage(rec) -> dict:
     numbers = {"sorted_entropy": sorted_entropy.tolist(), "order": order.tolist(), "cumulative": cumulative.tolist(),
                "sum_minus_max": lhs.tolist(), "entropy_bound": rec.entropy_bound, "k": k}
     colors = [STATE_COLORS["accepted"] if j < k else STATE_COLORS["noise"] for j in range(len(order))]
-    y_max = max(3 * rec.entropy_bound, float(sorted_entropy[k - 1]) * 1.2 if k else 0.0)
     picture = svg.bars(sorted_entropy, colors, line=lhs.tolist(), line_label="Σ H − max H (running)",
-                       threshold=rec.entropy_bound, threshold_label=f"bound {rec.entropy_bound:g}", y_max=y_max,
-                       x_label="positions sorted by entropy (rank)", y_label="nats")
-    caption = (f"Bars: entropies from lowest to highest. The red line adds them up (minus the largest); the "
-               f"{k} green bars are those before it crosses the bound. Bars above {y_max:.3g} are cut.")
+                       threshold=rec.entropy_bound, threshold_label=f"bound {rec.entropy_bound:g}", log=True,
+                       x_label="positions sorted by entropy (rank)", y_label="nats (log scale)")
+    caption = (f"Bars: entropies from lowest to highest, on a log scale (they span decades). The red line adds "
+               f"them up (minus the largest); the {k} green bars are those before it crosses the bound.")
     return {"stage": "sort_bound",
             "title": f"Sort by entropy; accept while Σ H − max H ≤ {rec.entropy_bound:g}: k = {k}",
             "html": _stage_html(picture, caption, _table(["rank", "position", "H", "Σ H", "Σ H − max H", ""], rows)),

@@ -32,15 +32,30 @@ def test_batch_one_figures_are_placed_against_the_one_user_bound_at_any_concurre
     assert not any(t.name.startswith("report") for t in view.roofline_figure(crowded, view.report_measured()).data)
 
 
-def test_more_users_raise_the_bounds_and_the_report_crossover_is_marked():
+def test_more_users_raise_the_bounds():
     fig = view.users_figure(H100, report_crossover=32)
     ar, diffusion = fig.data[0].y, fig.data[1].y
     for ys in (ar, diffusion):  # non-decreasing: flat once compute binds (to rounding)
         assert all(b >= a * (1 - 1e-9) for a, b in zip(ys, ys[1:]))
     assert diffusion[-1] == pytest.approx(diffusion[-2])  # many users: compute-bound, flat
-    assert any("report, measured: 32" in (a.text or "") for a in fig.layout.annotations)
-    assert {round(10 ** s.x0) for s in fig.layout.shapes} == {32, roofline.crossover_users(
-        H100.model, H100.device, "fp8", H100.tpf)}  # log axis: shapes sit at log10 of the users
+
+
+def test_the_crossover_markers_stand_where_the_bounds_cross_and_at_the_reports_32_users():
+    fig = view.users_figure(H100, report_crossover=32)
+    cross = roofline.crossover_users(H100.model, H100.device, "fp8", H100.tpf)
+    lines = {shape.label.text: shape for shape in fig.layout.shapes}
+    assert set(lines) == {f"bounds cross at {cross} users", "report, measured: 32"}
+    for shape, users in ((lines[f"bounds cross at {cross} users"], cross), (lines["report, measured: 32"], 32)):
+        assert shape.xref == "x" and shape.x0 == shape.x1 == users  # data units: plotly's convention for shapes
+    lo, hi = (10 ** end for end in fig.layout.xaxis.range)  # an axis range on a log axis is in log10 units
+    assert lo < 32 < cross < hi
+    ar, diffusion = fig.data[0], fig.data[1]
+    below = [u for u, a, d in zip(ar.x, ar.y, diffusion.y) if a < d]
+    assert max(below) < cross <= min(u for u, a, d in zip(ar.x, ar.y, diffusion.y) if a >= d)  # the curves cross
+
+
+def test_without_a_crossover_in_range_no_marker_is_drawn():
+    assert not view.users_figure(H100, most=8).layout.shapes
 
 
 def test_this_cpus_figures_come_from_the_committed_sweep():

@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 
-from dg.view import walkthrough
+from dg.view import axes, svg, walkthrough
 
 
 def test_walkthrough_has_the_six_stages_with_the_records_numbers(diffusion_trace, processor):
@@ -40,6 +40,25 @@ def test_the_bound_picture_colours_the_accepted_bars_and_draws_the_bound(diffusi
     bars = re.findall(r'<rect [^>]*fill="(#[0-9a-f]{6})"', html)
     assert len(bars) == len(rec.accepted) and bars.count("#16a34a") == rec.n_accepted  # accepted: green
     assert "stroke-dasharray" in html and "<polyline" in html  # the bound, and the running Σ H − max H
+
+
+def test_the_bound_pictures_axis_covers_the_running_sum_and_every_entropy(diffusion_trace, processor):
+    plot_height = svg.HEIGHT - svg.BOTTOM - svg.TOP
+    for i in range(len(diffusion_trace.steps)):
+        html = {s["stage"]: s["html"] for s in walkthrough.walkthrough(diffusion_trace, processor.tokenizer, i)}
+        picture = html["sort_bound"]
+        line = [float(y) for y in re.findall(r"[\d.]+,([\d.]+)", re.search(r'<polyline points="([^"]*)"', picture)[1])]
+        bar_tops = [float(y) for y in re.findall(r'<rect x="[\d.]+" y="([\d.]+)"', picture)]
+        assert min(line + bar_tops) > svg.TOP  # nothing pinned to the top edge: the axis reaches past the data
+        assert min(line + bar_tops) < svg.TOP + plot_height / 4  # and the data fills the plot: not a flat line
+        assert line[-1] < line[0]  # the running sum rises across the plot (SVG y grows downwards)
+
+
+def test_a_log_scale_labels_each_decade_with_its_whole_value():
+    scale = svg.Scale.fit([2e-5, 0.03, 6.4], log=True)
+    assert scale.lo <= 2e-5 and scale.hi > 6.4
+    assert [axes.tick_label(t) for t in scale.ticks()] == ["1e-5", "0.0001", "0.001", "0.01", "0.1", "1"]
+    assert scale.y(scale.hi) == svg.TOP and scale.y(scale.lo) == svg.HEIGHT - svg.BOTTOM
 
 
 def test_the_instructive_step_accepts_some_positions_and_renoises_others(diffusion_trace):
