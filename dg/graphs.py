@@ -38,9 +38,8 @@ from contextlib import contextmanager
 import torch
 from transformers.cache_utils import Cache, StaticLayer
 
-from dg.passes import after_prefill, encode
+from dg.passes import after_prefill, encode as encoder_pass
 
-MASK_IMPLEMENTATIONS = ("sdpa", "eager")  # attention kernels that read a dense 4D mask
 
 
 def captures(device) -> bool:
@@ -97,19 +96,12 @@ def pass_masks(layer_types, start: int, n: int, capacity: int, window: int | Non
     queries = torch.arange(start, start + n, device=device)[:, None]  # (n, 1)
     if decoder:
         full = (keys < start + n).expand(n, -1)
-        sliding = full & (keys > start - (window or 0)) if window else full
+        sliding = full & (keys > start - window) if window else full
     else:
         full = keys <= queries
         sliding = full & (keys > queries - window) if window else full
     masks = {"full_attention": full, "sliding_attention": sliding}
     return {kind: masks[kind][None, None] for kind in set(layer_types)}  # (1, 1, n, K)
-
-
-def _attention_mask(mask: torch.Tensor, implementation: str, dtype) -> torch.Tensor:
-    """The mask as the attention kernel reads it: boolean for sdpa, additive for eager (transformers' eager_mask)."""
-    if implementation == "sdpa":
-        return mask
-    return torch.where(mask, 0.0, torch.finfo(dtype).min).to(dtype)
 
 
 class _Graph:
@@ -149,10 +141,8 @@ class GraphedPasses:
 
     def __init__(self, model, capacity: int, *, capture: bool | None = None):
         text = model.config.get_text_config(decoder=True)
-        self.implementation = model.config._attn_implementation
-        if self.implementation not in MASK_IMPLEMENTATIONS:
-            raise ValueError(f"the graphed path needs attention that reads a dense mask "
-                             f"({', '.join(MASK_IMPLEMENTATIONS)}), got {self.implementation!r}")
+        if model.config._attn_implementation != "sdpa":  # the masks are sdpa's boolean ones (True attends)
+            raise ValueError(f"the graphed path runs sdpa attention, got {model.config._attn_implementation!r}")
         self.model, self.device = model, model.device
         self.cache = GraphCache(text, capacity, self.device)
         self.capacity, self.layer_types = capacity, list(text.layer_types)
@@ -184,7 +174,7 @@ class GraphedPasses:
         self.cache.offset.fill_(0)
         self.cache.slots = torch.arange(n, device=self.device)
         position_ids = self.cache.slots[None]
-        hidden = encode(self.model, input_ids, self.cache, position_ids,
+        hidden = encoder_pass(self.model, input_ids, self.cache, position_ids,
                         torch.ones((1, n), dtype=torch.bool, device=self.device), extra, compiled=False)
         self.cached = n
         return hidden.last_hidden_state
@@ -230,11 +220,10 @@ class GraphedPasses:
         the start they were written for."""
         if (kind, n) not in self._buffers:
             keys = self.capacity + (n if kind == "decode" else 0)  # a decoder pass appends its canvas's keys
-            dtype = torch.bool if self.implementation == "sdpa" else self.model.dtype
             self._buffers[kind, n] = {
                 "ids": torch.zeros((1, n), dtype=torch.long, device=self.device),
                 "positions": torch.zeros((1, n), dtype=torch.long, device=self.device),
-                "masks": {layer: torch.zeros((1, 1, n, keys), dtype=dtype, device=self.device)
+                "masks": {layer: torch.zeros((1, 1, n, keys), dtype=torch.bool, device=self.device)
                           for layer in set(self.layer_types)},
                 "start": None,
             }
@@ -247,7 +236,7 @@ class GraphedPasses:
         masks = pass_masks(self.layer_types, self.cached, n, self.capacity, self.window, decoder=decoder,
                            device=self.device)
         for layer, mask in masks.items():
-            b["masks"][layer].copy_(_attention_mask(mask, self.implementation, self.model.dtype))
+            b["masks"][layer].copy_(mask)
         b["start"] = self.cached
 
     def _graph(self, key: tuple, make) -> _Graph:

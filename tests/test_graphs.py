@@ -176,6 +176,13 @@ def test_the_graphed_path_takes_token_ids_only_after_the_prefill(model):
         passes.prefill(torch.zeros((1, 4), dtype=torch.long), {"token_type_ids": torch.zeros((1, 4))})
 
 
+def test_the_graphed_path_refuses_attention_that_does_not_read_its_boolean_masks(processor):
+    model = tiny_model_for(processor)
+    model.set_attn_implementation("eager")
+    with pytest.raises(ValueError, match="runs sdpa attention, got 'eager'"):
+        GraphedPasses(model, 64)
+
+
 def test_a_run_opens_the_graphed_path_through_open_passes_and_crops_there(model, processor):
     with open_passes(model, "graphs", 100, rollback=True) as passes:
         assert isinstance(passes, GraphedPasses) and passes.capacity == static_capacity(100)
