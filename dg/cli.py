@@ -16,7 +16,8 @@ import os
 import shutil
 import sys
 
-from dg.config import AR_PATHS, BACKENDS, KNOBS, SamplerConfig, check_seed
+from dg.config import BACKENDS, KNOBS, MODES, SamplerConfig, check_seed
+from dg.paths import PATHS
 from dg.trace import STOP_LABELS, Trace, record_to_dict
 
 
@@ -26,7 +27,7 @@ def add_generate_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--image", action="append", default=[], help="image file (repeatable)")
     parser.add_argument("--system", default=None, help="optional system prompt")
     parser.add_argument("--thinking", action="store_true", help="enable thinking mode (<|think|>)")
-    parser.add_argument("--mode", choices=("diffusion", "ar", "hybrid"), default="diffusion",
+    parser.add_argument("--mode", choices=MODES, default="diffusion",
                         help="hybrid: diffusion drafts, AR verifies (greedy AR's tokens)")
     parser.add_argument("--seed", type=int, default=None, help="torch.manual_seed right before generation")
     parser.add_argument("--device", default=None, help="cpu / cuda (default: cuda when available)")
@@ -34,8 +35,9 @@ def add_generate_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--draft", default=None,
                         help="reply text to start from (warm start); with blanks {{n}} (n free tokens) or a final "
                              "{{...}} (the rest) its text is pinned and only the blanks are denoised (infill)")
-    parser.add_argument("--ar-path", choices=AR_PATHS, default="auto",
-                        help="AR runs: eager, or a static cache and the compiled step (auto: compiled on CUDA)")
+    parser.add_argument("--path", "--ar-path", dest="path", choices=PATHS, default="auto",
+                        help="how the passes run (dg.paths): eager, compiled (AR's step), graphs; auto: compiled on "
+                             "CUDA, eager on a CPU")
     parser.add_argument("--sample", action="store_true", help="AR mode: sample instead of greedy")
     parser.add_argument("--ar-temperature", type=float, default=1.0, help="AR mode sampling temperature")
     for knob in KNOBS:
@@ -62,60 +64,39 @@ def build_parser() -> argparse.ArgumentParser:
 def run_generate(args) -> Trace:
     import torch
 
-    from dg.ar import ar_path_options, stream_ar
+    from dg.drafts import draft_for
     from dg.loading import check_inputs, load, share_cpu
+    from dg.modes import stream_mode
     from dg.prompts import build_inputs
-    from dg.hybrid import stream_hybrid
-    from dg.sampler import stream_diffusion
 
     overrides = {k.name: getattr(args, k.name) for k in KNOBS}
     overrides["backend"] = args.backend
     seed = None if args.seed is None else check_seed(args.seed)
-    if args.draft is not None and args.mode != "diffusion":
-        raise ValueError(f"--draft seeds the diffusion canvas; it does not apply to --mode {args.mode}")
     if args.mode == "ar" and args.sample and not (math.isfinite(args.ar_temperature) and args.ar_temperature > 0):
         raise ValueError(f"--ar-temperature must be a finite number > 0, got {args.ar_temperature}")
-    loaded = load(args.model, device=args.device, ar_path=args.ar_path)
+    if args.draft is not None and args.mode != "diffusion":  # before the model loads: a flag error is instant
+        raise ValueError(f"--draft seeds the diffusion canvas; it does not apply to --mode {args.mode}")
+    loaded = load(args.model, device=args.device, path=args.path)
     share_cpu(loaded.device)  # threads as the app picks them
     config = SamplerConfig.from_generation_config(loaded.model.generation_config, **overrides)
     check_backend(config.backend, loaded.device)
     inputs = build_inputs(loaded.processor, args.prompt, images=args.image or None, thinking=args.thinking,
                           system=args.system, device=loaded.device)
     check_inputs(loaded.model, inputs, config)
+    draft = None if args.draft is None else draft_for(loaded.model, loaded.tokenizer, args.draft,
+                                                      config.max_new_tokens, seed)
     if seed is not None:
         torch.manual_seed(seed)
-    if args.mode == "ar":
-        stream = stream_ar(loaded.model, inputs, config.max_new_tokens, loaded.eos_token_ids,
-                           greedy=not args.sample, temperature=args.ar_temperature, pad_token_id=loaded.pad_token_id,
-                           **ar_path_options(loaded.ar_path))
-    elif args.mode == "hybrid":
-        stream = stream_hybrid(loaded.model, inputs, config)
-    else:
-        draft = cli_draft(args.draft, loaded, config)
-        stream = stream_diffusion(loaded.model, inputs, config, init_canvas=draft.init_canvas.to(loaded.device),
-                                  pinned=None if draft.pinned is None else draft.pinned.to(loaded.device)) \
-            if draft else stream_diffusion(loaded.model, inputs, config)
+    options = {"greedy": not args.sample, "temperature": args.ar_temperature} if args.mode == "ar" else {}
     view = None if args.json else LiveView(loaded.tokenizer)
     trace = Trace()
-    for record in stream:
+    for record in stream_mode(loaded.model, args.mode, inputs, config, draft=draft, path=loaded.path, **options):
         trace.add(record)
         if view:
             view.show(trace, record)
     if args.json:
         print(json.dumps(result_json(trace, loaded.tokenizer)))
     return trace
-
-
-def cli_draft(text, loaded, config):
-    """The --draft canvases (after the seed, so a seeded run draws its blanks the same way), or None."""
-    if text is None:
-        return None
-    from dg.drafts import build_draft
-
-    model = loaded.model
-    return build_draft(loaded.tokenizer, text, canvas_length=model.config.canvas_length,
-                       max_new_tokens=config.max_new_tokens, vocab_size=model.config.text_config.vocab_size,
-                       eos_token_id=loaded.eos_token_ids[0], pad_token_id=loaded.pad_token_id)
 
 
 def check_backend(backend: str, device) -> None:

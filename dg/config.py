@@ -13,8 +13,7 @@ from dataclasses import asdict, dataclass, fields, replace
 
 from dg.kernels.sampling import BACKENDS
 
-AR_PATHS = ("auto", "eager", "compiled")  # how AR runs pass through the model (dg.ar.choose_ar_path)
-
+MODES = ("diffusion", "ar", "hybrid")  # the decoding modes (dg.engine.runner.stream_mode runs each)
 
 @dataclass(frozen=True)
 class Knob:

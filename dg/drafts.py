@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from dg.passes import eos_token_ids, pad_token_id
 from dg.prompts import check_text
 
 BLANK = re.compile(r"\{\{\s*(\d+|\.\.\.)\s*\}\}")
@@ -34,6 +35,11 @@ class Draft:
     pinned: torch.Tensor | None
     tokens: int  # positions the draft sets (text, blanks, its EOS)
 
+    def __post_init__(self):
+        if self.init_canvas is None:
+            raise ValueError("pinned positions need init_canvas: the tokens they hold" if self.pinned is not None
+                             else "a draft needs init_canvas: the canvases it seeds")
+
     @property
     def infill(self) -> bool:
         return self.pinned is not None
@@ -43,9 +49,10 @@ class Draft:
         pinned = None if self.pinned is None else self.pinned.to(device)
         return Draft(self.init_canvas.to(device), pinned, self.tokens)
 
-    def sampler_args(self) -> dict:
-        """`init_canvas` and `pinned` for `dg.sampler.stream_diffusion`."""
-        return {"init_canvas": self.init_canvas, "pinned": self.pinned}
+    @classmethod
+    def of(cls, init_canvas: torch.Tensor, pinned: torch.Tensor | None = None) -> "Draft":
+        """A draft of given canvases (1, n·C), every position set (an edited canvas, a test's warm start)."""
+        return cls(init_canvas, pinned, init_canvas.shape[-1])
 
 
 def parse_draft(text: str) -> list[str | int | None]:
@@ -64,6 +71,20 @@ def parse_draft(text: str) -> list[str | int | None]:
     if any(p == 0 for p in pieces if isinstance(p, int) and not isinstance(p, bool)):
         raise ValueError("draft: a blank {{n}} needs n >= 1")
     return pieces
+
+
+def blank_generator(seed: int | None) -> torch.Generator | None:
+    """The generator a draft's blanks are drawn from: its own, seeded with the run's `seed`, so the draft does not
+    depend on what the global RNG drew before (None: the global RNG). The app and the CLI both draw through it."""
+    return None if seed is None else torch.Generator().manual_seed(seed)
+
+
+def draft_for(model, tokenizer, text: str, max_new_tokens: int, seed: int | None) -> Draft:
+    """The draft of `text` for a run of `max_new_tokens` on `model`, its blanks from `blank_generator(seed)`."""
+    generator = blank_generator(seed)
+    return build_draft(tokenizer, text, canvas_length=model.config.canvas_length, max_new_tokens=max_new_tokens,
+                       vocab_size=model.config.text_config.vocab_size, eos_token_id=eos_token_ids(model)[0],
+                       pad_token_id=pad_token_id(model), generator=generator)
 
 
 def build_draft(tokenizer, text: str, *, canvas_length: int, max_new_tokens: int, vocab_size: int,

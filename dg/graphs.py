@@ -21,7 +21,7 @@ does not read what the growing cache keeps (measured on the random tiny model: l
 The price: sliding layers hold and attend over `capacity` slots, masked, instead of W.
 
 Each `GraphedPasses` owns its cache and its graphs (their addresses are the cache's and the buffers'); a
-pool on the model, keyed by `dg.paths.static_capacity`, lends one to each run and takes it back reset, so
+pool on the model, keyed by `dg.passes.static_capacity`, lends one to each run and takes it back reset, so
 runs at once each hold their own and later runs replay graphs already captured.
 
 Measured here (CPU, the embedded model and a random tiny one): every pass of the stand-in equals the eager
@@ -38,7 +38,7 @@ from contextlib import contextmanager
 import torch
 from transformers.cache_utils import Cache, StaticLayer
 
-from dg.passes import after_prefill, encode as encoder_pass
+from dg.passes import after_prefill, encode as encoder_pass, static_capacity
 
 
 
@@ -175,7 +175,7 @@ class GraphedPasses:
         self.cache.slots = torch.arange(n, device=self.device)
         position_ids = self.cache.slots[None]
         hidden = encoder_pass(self.model, input_ids, self.cache, position_ids,
-                        torch.ones((1, n), dtype=torch.bool, device=self.device), extra, compiled=False)
+                              torch.ones((1, n), dtype=torch.bool, device=self.device), extra, compiled=False)
         self.cached = n
         return hidden.last_hidden_state
 
@@ -273,8 +273,6 @@ def graphed_passes(model, tokens: int, *, rollback: bool = False):
     """A run's GraphedPasses for at most `tokens` cached positions, from the model's pool, given back reset.
 
     `rollback` (hybrid crops drafts back out) needs nothing more on this path: every crop is exact."""
-    from dg.paths import static_capacity  # dg.paths imports this module when a run opens the graphed path
-
     capacity = static_capacity(tokens)
     with _POOL_LOCK:
         pool = model.__dict__.setdefault("dg_graphed_passes", {}).setdefault(capacity, [])

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import torch
 
-from dg.ar import choose_ar_path, warm_ar_path
+from dg.ar import warm_ar_path
 from dg.config import SamplerConfig
 from dg.passes import eos_token_ids, pad_token_id
+from dg.paths import choose_path
 
 EMBEDDED_MODEL = Path(__file__).resolve().parent.parent / "assets" / "diffusiongemma-tiny"
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]*[A-Za-z0-9]")
@@ -37,7 +38,7 @@ class Loaded:
     source: str
     device: torch.device
     dtype: torch.dtype
-    ar_path: str = "eager"  # how every AR run on the model passes through it (dg.ar.choose_ar_path)
+    path: str = "eager"  # how every run on the model passes through it (dg.paths.choose_path)
 
     @property
     def tokenizer(self):
@@ -55,7 +56,7 @@ class Loaded:
         n = sum(p.numel() for p in self.model.parameters())
         cfg = self.model.config
         return (f"{self.source}: {n / 1e6:.1f} M params, vocab {cfg.text_config.vocab_size}, "
-                f"canvas {cfg.canvas_length}, {self.dtype} on {self.device}, AR {self.ar_path}")
+                f"canvas {cfg.canvas_length}, {self.dtype} on {self.device}, path {self.path}")
 
 
 def one_line(err: BaseException) -> str:
@@ -263,9 +264,10 @@ def load_ar_model(source: str, device=None) -> ARModel:
 
 
 def load(model: str | os.PathLike | None = None, device=None, dtype: torch.dtype | None = None,
-         ar_path: str = "auto") -> Loaded:
-    """The checkpoint on `device` (CUDA when available), its processor and sampler defaults; `ar_path` ("auto" |
-    "eager" | "compiled") picks the AR path every AR run takes there, a compiled one warmed here."""
+         path: str = "auto") -> Loaded:
+    """The checkpoint on `device` (CUDA when available), its processor and sampler defaults; `path` (dg.paths:
+    "auto" | "eager" | "compiled" | "graphs") is how every run passes through it: a compiled AR step is warmed
+    here, graphed passes are captured in the first run that makes each shape."""
     from transformers import AutoProcessor, DiffusionGemmaForBlockDiffusion
     from transformers.utils import logging as hf_logging
 
@@ -273,7 +275,7 @@ def load(model: str | os.PathLike | None = None, device=None, dtype: torch.dtype
 
     source = resolve(model)
     device, default_dtype = pick_device(device)
-    ar_path = choose_ar_path(ar_path, device)
+    path = choose_path(path, device)
     dtype = dtype or default_dtype
     try:
         # device_map: each tensor goes from the safetensors mmap straight to `device`; a 26B checkpoint never
@@ -286,8 +288,10 @@ def load(model: str | os.PathLike | None = None, device=None, dtype: torch.dtype
         sampler_config = SamplerConfig.from_generation_config(net.generation_config)
     except Exception as err:  # a broken config, missing or truncated weights, a foreign tokenizer: one line
         raise ValueError(f"cannot load the checkpoint {source}: {one_line(err)}") from err
-    warm_ar_path(net, ar_path)
-    return Loaded(net, processor, sampler_config, source, device, dtype, ar_path)
+    if path == "graphs" and net.config._attn_implementation != "sdpa":
+        net.set_attn_implementation("sdpa")  # the graphed passes' masks are sdpa's boolean ones
+    warm_ar_path(net, path)
+    return Loaded(net, processor, sampler_config, source, device, dtype, path)
 
 
 def load_skeleton(source: str, config, generation_config, sampler_config: SamplerConfig, dtype: torch.dtype) -> Loaded:

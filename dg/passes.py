@@ -197,11 +197,18 @@ def to_host(*tensors: torch.Tensor) -> list[np.ndarray]:
     """NumPy copies of several device tensors through one device-to-host copy (one sync, not one per tensor).
 
     The tensors' bytes are packed into one uint8 buffer, each padded to 8 bytes so every array stays aligned;
-    the arrays are views into that one host buffer, with the tensors' dtypes and shapes.
+    the arrays are views into that one host buffer, with the tensors' dtypes and shapes. Tensors on the host
+    beside device tensors (a temperature made on the CPU) go to the device first; tensors on two different
+    accelerators raise, naming both.
     """
+    accelerators = {str(t.device) for t in tensors if t.device.type != "cpu"}
+    if len(accelerators) > 1:
+        raise ValueError(f"to_host copies from one device at a time, got tensors on {', '.join(sorted(accelerators))}")
+    devices = {t.device for t in tensors}
+    home = next((d for d in devices if d.type != "cpu"), torch.device("cpu"))  # a CPU tensor rides along to it
     chunks, layout = [], []
     for tensor in tensors:
-        flat = tensor.detach().reshape(-1).contiguous().view(torch.uint8)
+        flat = tensor.detach().to(home).reshape(-1).contiguous().view(torch.uint8)
         pad = -flat.numel() % 8
         chunks += [flat, flat.new_zeros(pad)] if pad else [flat]
         layout.append((tensor, flat.numel() + pad))
@@ -217,3 +224,27 @@ def to_host(*tensors: torch.Tensor) -> list[np.ndarray]:
 def entropy(logits: torch.Tensor) -> torch.Tensor:
     """Entropy (nats) of softmax(logits) over the last dim, float32."""
     return torch.distributions.Categorical(logits=logits.float()).entropy()
+
+
+def token_record(index: int, token: int, logits: torch.Tensor, t: float, forwards: tuple | None = None):
+    """The record of one decoded token: its id, the entropy and top-k of the distribution it came from
+    (`logits` (V,): AR's next-token logits, or a `generate()` streamer's scores), `t` seconds into the run."""
+    from dg.trace import TokenRecord
+
+    probs, ids = top_k(logits)
+    return TokenRecord(index, int(token), float(entropy(logits)), ids.cpu().numpy(),
+                       probs.cpu().numpy().astype(np.float32), t, forwards)
+
+
+STATIC_CACHE_BLOCK = 512  # a pooled static cache holds a power-of-two multiple of this many tokens
+
+
+def static_capacity(tokens: int) -> int:
+    """A pooled static cache's size for `tokens`: the next power-of-two multiple of STATIC_CACHE_BLOCK, so runs of
+    nearby lengths share one cache (and its graphs) instead of making one per length."""
+    if tokens <= 0:
+        raise ValueError(f"a static cache holds at least one token, got {tokens}")
+    capacity = STATIC_CACHE_BLOCK
+    while capacity < tokens:
+        capacity *= 2
+    return capacity

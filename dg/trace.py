@@ -62,6 +62,7 @@ class StepRecord:
     topk_probs: np.ndarray  # (C, k) their probabilities under softmax(logits / τ)
     t: float  # seconds since the run started, when the step finished
     pinned: np.ndarray | None = None  # bool: held at the given draft's token (infill), never renoised
+    forwards: tuple | None = None  # (encoder, decoder) passes made by a run stopped just before this record
     kind: str = "step"
 
     @property
@@ -89,6 +90,7 @@ class TokenRecord:
     topk_ids: np.ndarray  # (k,)
     topk_probs: np.ndarray  # (k,)
     t: float
+    forwards: tuple | None = None  # (encoder, decoder) passes made by a run stopped just before this record
     kind: str = "token"
 
 
@@ -106,6 +108,7 @@ class RoundRecord:
     topk_probs: np.ndarray  # (k,)
     t_start: float
     t: float
+    forwards: tuple | None = None  # (encoder, decoder) passes made by a run stopped just before this record
     kind: str = "round"
 
 
@@ -116,6 +119,16 @@ class RunEnd:
     decoder_forwards: int
     t: float
     kind: str = "end"
+
+    @classmethod
+    def before(cls, record, t: float) -> "RunEnd":
+        """The "cancelled" end of a run stopped just before `record`'s own pass: the forwards it carries, which
+        the mode counted where it made it, so a run stopped in another process reports what one stopped here
+        does (dg.engine.worker, dg.engine.replicas)."""
+        if record.forwards is None:
+            raise ValueError(f"a {record.kind} record without its forward counts cannot say where its run stopped")
+        encoder, decoder = record.forwards
+        return cls("cancelled", encoder, decoder, t)
 
 
 # Why a canvas stopped (StepRecord / CanvasRecord.stop_reason) or a run ended (RunEnd.finish_reason):
@@ -141,6 +154,8 @@ def record_to_dict(record) -> dict:
 
 def record_from_dict(data: dict):
     cls = RECORD_TYPES[data["kind"]]
+    if isinstance(data.get("forwards"), list):
+        data = {**data, "forwards": tuple(data["forwards"])}
     # arrays by field name, lists only: a scalar of the same name stays a scalar (RoundRecord.accepted is a count,
     # StepRecord.accepted a mask; TokenRecord.entropy a float)
     values = {k: np.asarray(v, dtype=_ARRAY_DTYPES[k]) if k in _ARRAY_DTYPES and isinstance(v, list) else v
@@ -196,6 +211,20 @@ class Trace:
             ids.pop()
         return ids
 
+    @classmethod
+    def collect(cls, records) -> "Trace":
+        """A whole run: every record of a mode's stream (`dg.modes.stream_mode`), in order."""
+        trace = cls()
+        for record in records:
+            trace.add(record)
+        return trace
+
+    @property
+    def records(self) -> list:
+        """Every record held, the start first and the end last (for sizing, exports and wall times)."""
+        return [r for r in (self.start, *self.steps, *self.canvases, *self.tokens, *self.rounds, self.end)
+                if r is not None]
+
     def steps_of(self, canvas: int) -> list:
         return [r for r in self.steps if r.canvas == canvas]
 
@@ -203,8 +232,7 @@ class Trace:
         return compute_metrics(self)
 
     def to_dict(self) -> dict:
-        records = [self.start, *self.steps, *self.canvases, *self.tokens, *self.rounds, self.end]
-        return {"records": [record_to_dict(r) for r in records if r is not None], "metrics": self.metrics()}
+        return {"records": [record_to_dict(r) for r in self.records], "metrics": self.metrics()}
 
     def to_json(self, **kwargs) -> str:
         return json.dumps(self.to_dict(), **kwargs)
@@ -223,7 +251,7 @@ class Trace:
 
 def compute_metrics(trace: Trace) -> dict:
     """NFE, TPF (report §3.4), effective steps, TTFT and throughputs of a (possibly partial) run."""
-    wall = trace.end.t if trace.end else max([r.t for r in (*trace.steps, *trace.canvases, *trace.tokens)], default=0.0)
+    wall = trace.end.t if trace.end else max([r.t for r in trace.records if r.kind != "start"], default=0.0)
     if trace.mode == "ar":
         pad = trace.start.pad_token_id if trace.start else None
         output = [r for r in trace.tokens if r.token_id != pad]  # pad is no output, as in a committed canvas

@@ -106,7 +106,8 @@ def _eos(processor):
 
 @functools.cache
 def _ar(processor):
-    return generate_ar(_model(processor), build_inputs(processor, PROMPT, thinking=True), 12, [1])
+    return generate_ar(_model(processor), build_inputs(processor, PROMPT, thinking=True), SamplerConfig(max_new_tokens=12),
+                       eos_token_ids=[1])
 
 
 @pytest.fixture

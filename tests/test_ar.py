@@ -1,16 +1,22 @@
 """AR mode on the same weights: cached decoding equals a plain no-cache loop, token for token, on a growing or a
-static cache, eager or compiled; the AR path chosen where the model lives, and every run on it."""
+static cache, eager or compiled; the path chosen where the model lives, and every run on it."""
 
 import threading
 
 import pytest
 import torch
 
-from dg.ar import (STATIC_CACHE_BLOCK, ar_path_options, choose_ar_path, generate_ar, next_token_logits,
-                   static_capacity, warm_ar_path)
-from dg.passes import use_fast_paths
+from dg.ar import generate_ar, next_token_logits, warm_ar_path
+from dg.config import SamplerConfig
+from dg.passes import STATIC_CACHE_BLOCK, static_capacity, use_fast_paths
+from dg.paths import choose_path, mode_path, open_passes
 from dg.prompts import build_inputs
 from dg.testing import tiny_model_for
+
+
+def tokens(n: int) -> SamplerConfig:
+    """An AR run's settings: `n` new tokens (the only knob AR reads)."""
+    return SamplerConfig(max_new_tokens=n)
 
 
 def no_cache_greedy(model, inputs, n):
@@ -33,7 +39,7 @@ def no_cache_greedy(model, inputs, n):
 def test_cached_ar_decoding_equals_a_no_cache_loop(processor):
     model = tiny_model_for(processor, sharpen=5.0)
     inputs = build_inputs(processor, "Write a sentence about a dog.")
-    trace = generate_ar(model, inputs, max_new_tokens=12, eos_token_ids=())
+    trace = generate_ar(model, inputs, tokens(12), eos_token_ids=())
     assert trace.token_ids == no_cache_greedy(model, inputs, 12)
     assert trace.end.encoder_forwards == 12, "one forward per token"
 
@@ -41,22 +47,22 @@ def test_cached_ar_decoding_equals_a_no_cache_loop(processor):
 def test_cached_ar_decoding_equals_a_no_cache_loop_with_an_image(processor, picture):
     model = tiny_model_for(processor, sharpen=5.0)
     inputs = build_inputs(processor, "Describe the picture.", images=[picture])
-    trace = generate_ar(model, inputs, max_new_tokens=6, eos_token_ids=())
+    trace = generate_ar(model, inputs, tokens(6), eos_token_ids=())
     assert trace.token_ids == no_cache_greedy(model, inputs, 6)
 
 
 def test_ar_stops_at_eos_and_sampling_is_reproducible(processor):
     model = tiny_model_for(processor, sharpen=5.0)
     inputs = build_inputs(processor, "Compute 5 + 6.")
-    greedy = generate_ar(model, inputs, max_new_tokens=8, eos_token_ids=())
+    greedy = generate_ar(model, inputs, tokens(8), eos_token_ids=())
     eos = greedy.token_ids[3]
-    stopped = generate_ar(model, inputs, max_new_tokens=8, eos_token_ids=[eos])
+    stopped = generate_ar(model, inputs, tokens(8), eos_token_ids=[eos])
     assert stopped.token_ids == greedy.token_ids[: greedy.token_ids.index(eos) + 1]
     assert stopped.end.finish_reason == "eos"
     torch.manual_seed(4)
-    a = generate_ar(model, inputs, max_new_tokens=8, greedy=False, temperature=1.5)
+    a = generate_ar(model, inputs, tokens(8), eos_token_ids=(), greedy=False, temperature=1.5)
     torch.manual_seed(4)
-    b = generate_ar(model, inputs, max_new_tokens=8, greedy=False, temperature=1.5)
+    b = generate_ar(model, inputs, tokens(8), eos_token_ids=(), greedy=False, temperature=1.5)
     assert a.token_ids == b.token_ids and len(a.tokens) == 8
 
 
@@ -72,15 +78,19 @@ def embedded():
 
 def test_a_static_cache_gives_the_tokens_of_the_growing_one(embedded, one_thread):
     inputs = build_inputs(embedded.processor, "What is 12 + 30?")
-    dynamic = generate_ar(embedded.model, inputs, max_new_tokens=16)
-    static = generate_ar(embedded.model, inputs, max_new_tokens=16, cache="static")
+    dynamic = generate_ar(embedded.model, inputs, tokens(16), eos_token_ids=())
+    use_fast_paths(embedded.model, "static", inputs["input_ids"].shape[1] + 16)
+    try:
+        static = generate_ar(embedded.model, inputs, tokens(16), eos_token_ids=())
+    finally:
+        use_fast_paths(embedded.model, "dynamic")
     assert static.token_ids == dynamic.token_ids and len(static.tokens) == 16
 
 
-def test_compiling_needs_the_static_cache(embedded):
-    inputs = build_inputs(embedded.processor, "What is 12 + 30?")
-    with pytest.raises(ValueError, match="compile=True needs cache='static'"):
-        generate_ar(embedded.model, inputs, max_new_tokens=4, compile=True)
+def test_the_compiled_path_refuses_a_run_that_crops_its_cache(embedded):
+    with pytest.raises(ValueError, match="cannot crop its static cache back"):
+        with open_passes(embedded.model, "compiled", 64, rollback=True):
+            pass
 
 
 @pytest.mark.slow  # torch.compile of the encoder takes ~45 s on two CPU cores (once: the warm-up's)
@@ -90,14 +100,14 @@ def test_the_compiled_ar_path_warmed_at_load_gives_the_eager_tokens_in_every_run
 
     inputs = build_inputs(embedded.processor, "Write a sentence about a dog.")
     eos = embedded.eos_token_ids
-    eager = generate_ar(embedded.model, inputs, 12, eos, **ar_path_options("eager"))
+    eager = generate_ar(embedded.model, inputs, tokens(12), eos_token_ids=eos, path="eager")
     warm_ar_path(embedded.model, "compiled")  # what load() does on the compiled path
     assert ("encoder", "inductor") in embedded.model.dg_compiled  # compiled before any run
-    compiled = generate_ar(embedded.model, inputs, 12, eos, **ar_path_options("compiled"))
+    compiled = generate_ar(embedded.model, inputs, tokens(12), eos_token_ids=eos, path="compiled")
     pooled = sum(len(pool) for pool in embedded.model.dg_static_caches.values())
-    again = generate_ar(embedded.model, inputs, 12, eos, **ar_path_options("compiled"))
+    again = generate_ar(embedded.model, inputs, tokens(12), eos_token_ids=eos, path="compiled")
     runner = InProcess.of(embedded)
-    runner.ar_path = "compiled"  # as load(ar_path="compiled") sets it: the engine's AR runs take it
+    runner.path = "compiled"  # as load(path="compiled") sets it: the engine's AR runs take it
     settings = embedded.sampler_config.replace(max_new_tokens=12)
     records = stream_mode(runner, "ar", inputs, settings, threading.Event())
     through_engine = [r.token_id for r in records if isinstance(r, TokenRecord)]
@@ -113,26 +123,32 @@ def test_compiled_runs_at_once_hold_their_own_static_caches_and_give_them_back(e
     from dg.trace import TokenRecord
 
     prompts = [build_inputs(embedded.processor, text) for text in ("What is 12 + 30?", "Write a story.")]
-    expected = [generate_ar(embedded.model, inputs, 8).token_ids for inputs in prompts]
+    expected = [generate_ar(embedded.model, inputs, tokens(8), eos_token_ids=()).token_ids for inputs in prompts]
     # the "eager" backend captures the compiled path's whole graph in seconds; the runs interleave token by token
-    runs = [stream_ar(embedded.model, inputs, 8, cache="static", compile="eager") for inputs in prompts]
-    tokens = [[], []]
-    for records in itertools.zip_longest(*runs):
-        for i, record in enumerate(records):
-            if isinstance(record, TokenRecord):
-                tokens[i].append(record.token_id)
-    assert tokens == expected
+    use_fast_paths(embedded.model, "static", 64, compile="eager")
+    try:
+        runs = [stream_ar(embedded.model, inputs, tokens(8), eos_token_ids=(), path="compiled") for inputs in prompts]
+        made = [[], []]
+        for records in itertools.zip_longest(*runs):
+            for i, record in enumerate(records):
+                if isinstance(record, TokenRecord):
+                    made[i].append(record.token_id)
+    finally:
+        use_fast_paths(embedded.model, "dynamic")
+    assert made == expected
     assert max(len(pool) for pool in embedded.model.dg_static_caches.values()) >= 2  # two caches, both back
 
 
-def test_the_ar_path_is_compiled_on_cuda_and_eager_elsewhere_unless_overridden():
-    assert choose_ar_path("auto", "cuda") == "compiled" and choose_ar_path("auto", torch.device("cuda:1")) == "compiled"
-    assert choose_ar_path("auto", "cpu") == "eager"
-    assert choose_ar_path("compiled", "cpu") == "compiled" and choose_ar_path("eager", "cuda") == "eager"
+def test_the_path_is_graphed_on_cuda_and_eager_elsewhere_unless_overridden():
+    assert choose_path("auto", "cuda") == "graphs" and choose_path("auto", torch.device("cuda:1")) == "graphs"
+    assert choose_path("auto", "cpu") == "eager"
+    assert choose_path("compiled", "cpu") == "compiled" and choose_path("eager", "cuda") == "eager"
     with pytest.raises(ValueError, match="got 'fast'"):
-        choose_ar_path("fast", "cpu")
-    assert ar_path_options("compiled") == {"cache": "static", "compile": True}
-    assert ar_path_options("eager") == {"cache": "dynamic", "compile": False}
+        choose_path("fast", "cpu")
+    # compiling is AR's alone: diffusion and hybrid run eager beside a compiled AR
+    assert mode_path("compiled", "ar") == "compiled"
+    assert mode_path("compiled", "diffusion") == mode_path("compiled", "hybrid") == "eager"
+    assert mode_path("eager", "ar") == "eager"
 
 
 def test_a_compiled_run_s_cache_is_rounded_up_so_nearby_lengths_share_a_graph():
@@ -141,14 +157,18 @@ def test_a_compiled_run_s_cache_is_rounded_up_so_nearby_lengths_share_a_graph():
     assert static_capacity(3 * STATIC_CACHE_BLOCK) == 4 * STATIC_CACHE_BLOCK
 
 
-def test_the_embedded_model_loads_on_the_eager_ar_path_on_a_cpu_and_says_so(embedded):
-    assert embedded.ar_path == "eager" and "AR eager" in embedded.describe()
+def test_the_embedded_model_loads_on_the_eager_path_on_a_cpu_and_says_so(embedded):
+    assert embedded.path == "eager" and "path eager" in embedded.describe()
     warm_ar_path(embedded.model, "eager")  # nothing to compile
 
 
 def test_the_whole_graph_of_the_ar_step_is_captured_and_gives_the_same_tokens(embedded):
     # torch.compile's "eager" backend captures the same full graph (fullgraph=True) without generating code
     inputs = build_inputs(embedded.processor, "What is 12 + 30?")
-    eager = generate_ar(embedded.model, inputs, max_new_tokens=8)
-    captured = generate_ar(embedded.model, inputs, max_new_tokens=8, cache="static", compile="eager")
+    eager = generate_ar(embedded.model, inputs, tokens(8), eos_token_ids=())
+    use_fast_paths(embedded.model, "static", 64, compile="eager")
+    try:
+        captured = generate_ar(embedded.model, inputs, tokens(8), eos_token_ids=(), path="compiled")
+    finally:
+        use_fast_paths(embedded.model, "dynamic")
     assert captured.token_ids == eager.token_ids

@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from dg.drafts import build_draft, parse_draft
+from dg.drafts import Draft, build_draft, parse_draft
 from dg.loading import load
 from dg.prompts import build_inputs
 from dg.sampler import generate_diffusion
@@ -58,8 +58,7 @@ def test_pinned_tokens_never_change_in_any_step_and_are_committed(embedded, one_
     draft = draft_for(embedded, "Tom had a dog. {{12}} The dog was happy.")
     inputs = build_inputs(embedded.processor, "Write a story.")
     torch.manual_seed(0)
-    trace = generate_diffusion(embedded.model, inputs, embedded.sampler_config, init_canvas=draft.init_canvas,
-                               pinned=draft.pinned)
+    trace = generate_diffusion(embedded.model, inputs, embedded.sampler_config, draft=draft)
     held = draft.pinned[0].numpy()
     want = draft.init_canvas[0].numpy()[held]
     for step in trace.steps:
@@ -76,7 +75,7 @@ def test_a_draft_over_two_canvases_seeds_both_and_holds_their_pins(embedded, one
     inputs = build_inputs(embedded.processor, "Write a story.")
     torch.manual_seed(0)
     config = replace(embedded.sampler_config, max_denoising_steps=6)
-    trace = generate_diffusion(embedded.model, inputs, config, init_canvas=draft.init_canvas, pinned=draft.pinned)
+    trace = generate_diffusion(embedded.model, inputs, config, draft=draft)
     assert len(trace.canvases) == 2
     second = [s for s in trace.steps if s.canvas == 1]
     held = draft.pinned[0, 64:].numpy()
@@ -89,7 +88,7 @@ def test_a_draft_without_blanks_is_generate_s_warm_start(embedded, one_thread):
     inputs = build_inputs(embedded.processor, "Write a story.")
     config = replace(embedded.sampler_config, backend="torch", end_on_pad_canvas=False, max_new_tokens=64)
     torch.manual_seed(5)
-    ours = generate_diffusion(embedded.model, inputs, config, init_canvas=draft.init_canvas)
+    ours = generate_diffusion(embedded.model, inputs, config, draft=Draft.of(draft.init_canvas))
     torch.manual_seed(5)
     out = embedded.model.generate(**inputs, decoder_input_ids=draft.init_canvas, **config.generate_kwargs())
     new = out.sequences[0, inputs["input_ids"].shape[1]:].tolist()
@@ -99,7 +98,8 @@ def test_a_draft_without_blanks_is_generate_s_warm_start(embedded, one_thread):
 def test_pinned_needs_a_seed_canvas_and_its_shape(embedded):
     inputs = build_inputs(embedded.processor, "Write a story.")
     with pytest.raises(ValueError, match="^pinned positions need init_canvas"):
-        generate_diffusion(embedded.model, inputs, embedded.sampler_config, pinned=torch.ones(1, 64, dtype=torch.bool))
+        generate_diffusion(embedded.model, inputs, embedded.sampler_config,
+                           draft=Draft(None, torch.ones(1, 64, dtype=torch.bool), 64))
     with pytest.raises(ValueError, match="^pinned must be a bool tensor"):
-        generate_diffusion(embedded.model, inputs, embedded.sampler_config, init_canvas=torch.zeros(1, 64, dtype=torch.long),
-                           pinned=torch.ones(1, 32, dtype=torch.bool))
+        generate_diffusion(embedded.model, inputs, embedded.sampler_config,
+                           draft=Draft.of(torch.zeros(1, 64, dtype=torch.long), torch.ones(1, 32, dtype=torch.bool)))

@@ -64,7 +64,7 @@ def test_a_re_denoised_run_keeps_every_pinned_token_in_every_step_and_fills_the_
     assert draft.init_canvas.shape == draft.pinned.shape == (1, len(edit))
     assert not draft.pinned[0, list(middle)].any() and int(draft.pinned.sum()) == edit.counts["pinned"]
     torch.manual_seed(0)
-    again = generate_diffusion(loaded.model, build_inputs(loaded.processor, PROMPT), config, **draft.sampler_args())
+    again = generate_diffusion(loaded.model, build_inputs(loaded.processor, PROMPT), config, draft=draft)
     length = run.start.canvas_length
     for step in again.steps:
         held = draft.pinned[0, step.canvas * length:(step.canvas + 1) * length].numpy()

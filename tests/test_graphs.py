@@ -8,8 +8,8 @@ import torch
 
 from dg.graphs import GraphedPasses, captures, graphed_passes, pass_masks
 from dg.loading import load
-from dg.passes import new_cache, split_inputs
-from dg.paths import EagerPasses, open_passes, static_capacity
+from dg.passes import new_cache, split_inputs, static_capacity
+from dg.paths import EagerPasses, open_passes
 from dg.prompts import build_inputs
 from dg.testing import tiny_model_for
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from dg.ar import generate_ar
+from dg.config import SamplerConfig
 from dg.hybrid import generate_hybrid, stream_hybrid
 from dg.loading import load
-from dg.passes import eos_token_ids
 from dg.prompts import build_inputs
 from dg.tiny import skills
 
@@ -21,7 +21,7 @@ def embedded():
 
 
 def ar_tokens(model, inputs, max_new_tokens):
-    return generate_ar(model, inputs, max_new_tokens, eos_token_ids(model)).token_ids
+    return generate_ar(model, inputs, SamplerConfig(max_new_tokens=max_new_tokens)).token_ids
 
 
 def assert_hybrid_is_ar(model, inputs, config, seed=0, **kwargs):

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from dg.config import SamplerConfig
+from dg.drafts import Draft
 from dg.noise import corrupt, denoise_once, sample_t
 from dg.prompts import build_inputs
 from dg.sampler import generate_diffusion
@@ -63,7 +64,7 @@ def test_denoise_once_is_the_samplers_first_step_on_the_same_canvas(model, proce
     config = SamplerConfig.from_generation_config(model.generation_config, max_denoising_steps=1,
                                                   max_new_tokens=canvas_length, backend="torch")
     first = generate_diffusion(model, build_inputs(processor, PROMPT), config,
-                               init_canvas=torch.tensor([canvas])).steps[0]
+                               draft=Draft.of(torch.tensor([canvas]))).steps[0]
     config_t_max = SamplerConfig.from_generation_config(model.generation_config).t_max
     assert first.temperature == pytest.approx(config_t_max) == out["temperature"]
     assert out["argmax"] == first.argmax.tolist()

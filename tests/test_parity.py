@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from dg.config import SamplerConfig
+from dg.drafts import Draft
 from dg.prompts import build_inputs
 from dg.sampler import generate_diffusion
 from dg.testing import tiny_model_for
@@ -91,7 +92,7 @@ def test_seed_canvas_warm_start_matches_generate_decoder_input_ids(processor):
     config = SamplerConfig.from_generation_config(
         model.generation_config, max_denoising_steps=6, max_new_tokens=32, backend="torch", end_on_pad_canvas=False)
     seed_canvas = torch.arange(16).unsqueeze(0) + 20
-    mine, trace = dg_ids(model, inputs, config, seed=5, init_canvas=seed_canvas)
+    mine, trace = dg_ids(model, inputs, config, seed=5, draft=Draft.of(seed_canvas))
     ref = reference_ids(model, inputs, config, seed=5, decoder_input_ids=seed_canvas.clone())
     assert mine == ref
     assert trace.steps[0].noisy.tolist() == seed_canvas[0].tolist()

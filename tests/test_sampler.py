@@ -121,14 +121,15 @@ def test_consuming_the_stream_step_by_step_sees_records_before_the_run_ends(proc
 
 def test_a_step_record_holds_exactly_what_a_plain_softmax_and_per_array_copies_give():
     from dg.kernels.reference import sample_step_torch
-    from dg.sampler import _step_record
+    from dg.paths import Run
+    from dg.sampler import Denoised, step_record
 
     logits = torch.randn(1, 16, 300, generator=torch.Generator().manual_seed(3)) * 4
     canvas = torch.randint(0, 300, (1, 16), generator=torch.Generator().manual_seed(4))
     temperature = torch.tensor(0.8) * 0.75
     torch.manual_seed(0)
     s = sample_step_torch(logits, temperature, canvas, 0.5)
-    record = _step_record(0, 1, temperature, canvas, s, 0.5, True, False, None, 0.0)
+    record = step_record(Run(None, None), Denoised(0, 1, temperature, canvas, s, 0.5, None, (0, 0)), True, False)
     # the plain way: a softmax of its own for the top-k, one copy per array, sums on the device
     probs, ids = torch.topk(torch.softmax(s.scaled_logits[0].float(), dim=-1), 5, dim=-1)
     accepted_entropy = s.entropy[0][s.accepted[0]]

@@ -58,7 +58,7 @@ def test_a_real_trace_survives_a_json_round_trip(processor):
 
 def test_ar_traces_count_one_forward_per_token(processor):
     model = tiny_model_for(processor, sharpen=5.0)
-    trace = generate_ar(model, build_inputs(processor, "Compute 3 + 4."), max_new_tokens=5)
+    trace = generate_ar(model, build_inputs(processor, "Compute 3 + 4."), SamplerConfig(max_new_tokens=5), eos_token_ids=())
     m = trace.metrics()
     assert m["tokens"] == 5 and m["nfe"] == 5 and m["tpf"] == 1.0
     assert Trace.from_json(trace.to_json()).token_ids == trace.token_ids

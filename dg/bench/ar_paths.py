@@ -14,7 +14,8 @@ import statistics
 
 import torch
 
-from dg.ar import ar_path_options, generate_ar
+from dg.ar import generate_ar
+from dg.config import SamplerConfig
 from dg.bench.common import timed
 from dg.bench.models import bench_prompts
 from dg.loading import load
@@ -28,7 +29,8 @@ def measure(loaded, tokens: int, repeats: int) -> dict:
     model = loaded.model
     inputs = [build_inputs(loaded.processor, p["text"], thinking=p["thinking"], device=model.device)
               for p in bench_prompts()]
-    run = {path: (lambda x, path=path: generate_ar(model, x, tokens, **ar_path_options(path))) for path in PATHS}
+    config = SamplerConfig(max_new_tokens=tokens)
+    run = {path: (lambda x, path=path: generate_ar(model, x, config, path=path)) for path in PATHS}
     warm_up_s = {path: timed(lambda path=path: run[path](inputs[0]), model.device)[1] for path in PATHS}
     tok_s = {path: [] for path in PATHS}
     same = True
@@ -63,7 +65,7 @@ def main(argv=None) -> dict:
         parser.error(f"--tokens, --repeats and --threads must be >= 1, got {args.tokens}, {args.repeats}, "
                      f"{args.threads}")
     torch.set_num_threads(args.threads)
-    result = measure(load(args.model, device=args.device, ar_path="eager"), args.tokens, args.repeats)
+    result = measure(load(args.model, device=args.device, path="eager"), args.tokens, args.repeats)
     print(f"AR on {result['device']}, {result['threads']} thread(s): eager {result['eager_tok_s']:.1f} tok/s, "
           f"compiled {result['compiled_tok_s']:.1f} tok/s ({result['compiled_vs_eager']:.2f}x; compiling took "
           f"{result['compile_warm_up_s']:.1f} s); same tokens: {result['same_tokens']}")

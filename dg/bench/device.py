@@ -24,7 +24,7 @@ from contextlib import contextmanager
 
 import torch
 
-from dg import sampler
+from dg import paths, sampler
 from dg.ar import generate_ar
 from dg.bench.common import format_table, timed
 from dg.config import SamplerConfig
@@ -58,8 +58,10 @@ PEAK_BANDWIDTH_GB_S = (
     ("A10G", 600.0),
 )
 # dg.sampler's names for the phases of one step, as `phase_timers` wraps them.
-STEP_PHASES = {"decode": "decoder_forward", "sample_step": "sampling", "_step_record": "recording",
-               "encode": "encoder"}
+# (module, name) of each phase's call in a diffusion run's loop: the passes go through dg.paths, the sampling
+# step and the record are dg.sampler's
+STEP_PHASES = {(paths, "decode"): "decoder_forward", (sampler, "sample_step"): "sampling",
+               (sampler, "step_record"): "recording", (paths, "encode"): "encoder"}
 
 
 def peak_bandwidth_gb_s(device_name: str) -> float | None:
@@ -154,11 +156,11 @@ def time_prefill(model, prompt_ids, repeats: int = 3) -> float:
 def phase_timers(device):
     """Time the phases of the sampler's steps: {phase: [seconds, calls]}, the device drained around each.
 
-    Wraps dg.sampler's own module-level calls (`STEP_PHASES`) for the duration of the block, so what
-    is timed is the sampler's real loop; whatever falls between the phases is the step's "other".
+    Wraps the module-level calls the sampler's loop makes (`STEP_PHASES`) for the duration of the block, so
+    what is timed is the sampler's real loop; whatever falls between the phases is the step's "other".
     """
     totals = {phase: [0.0, 0] for phase in STEP_PHASES.values()}
-    originals = {name: getattr(sampler, name) for name in STEP_PHASES}  # AttributeError if one is renamed
+    originals = {(module, name): getattr(module, name) for module, name in STEP_PHASES}  # AttributeError if renamed
 
     def timed_phase(fn, phase):
         def run(*args, **kwargs):
@@ -169,12 +171,12 @@ def phase_timers(device):
         return run
 
     try:
-        for name, phase in STEP_PHASES.items():
-            setattr(sampler, name, timed_phase(originals[name], phase))
+        for (module, name), phase in STEP_PHASES.items():
+            setattr(module, name, timed_phase(originals[module, name], phase))
         yield totals
     finally:
-        for name, fn in originals.items():
-            setattr(sampler, name, fn)
+        for (module, name), fn in originals.items():
+            setattr(module, name, fn)
 
 
 def split_step(model, inputs: dict, config: SamplerConfig, device) -> dict:
@@ -218,9 +220,14 @@ def time_diffusion(model, prompt_ids, steps: int, canvases: int, backend: str, s
 def time_ar(model, prompt_ids, n_tokens: int, cache: str = "dynamic", compile: bool | str = False) -> dict:
     """ms/token and tokens/s of greedy AR; `warm_up_s` is a 4-token run before it (it compiles, when compiled)."""
     inputs = {"input_ids": prompt_ids}
-    run = lambda n: generate_ar(model, inputs, n, eos_token_ids=(), cache=cache, compile=compile)  # noqa: E731
-    _, warm_up_s = timed(lambda: run(4), prompt_ids.device)
-    trace, wall = timed(lambda: run(n_tokens), prompt_ids.device)
+    path = "compiled" if compile else "eager"
+    run = lambda n: generate_ar(model, inputs, SamplerConfig(max_new_tokens=n), eos_token_ids=(), path=path)  # noqa: E731
+    use_fast_paths(model, cache, prompt_ids.shape[1] + n_tokens if cache == "static" else None, compile=compile)
+    try:
+        _, warm_up_s = timed(lambda: run(4), prompt_ids.device)
+        trace, wall = timed(lambda: run(n_tokens), prompt_ids.device)
+    finally:
+        use_fast_paths(model, "dynamic")
     return {"fast_paths": f"{cache} cache" + _compiled_label(compile), "warm_up_s": warm_up_s,
             "ms_per_token": _median_gap_ms([r.t for r in trace.tokens]), "wall_s": wall,
             "tokens": len(trace.tokens), "tps": len(trace.tokens) / wall}

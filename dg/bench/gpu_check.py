@@ -155,9 +155,10 @@ def agreement(fused, reference, one_hot, expected) -> dict:
 
 def record_step(step, temperature, canvas, config):
     """The sampler's own per-step record of one step (its top-k, sums and the one copy to the host)."""
-    from dg.sampler import _step_record
+    from dg.paths import Run
+    from dg.sampler import Denoised, step_record
 
-    return _step_record(0, 1, temperature, canvas, step, config.entropy_bound, False, False, None, 0.0)
+    return step_record(Run(None, None), Denoised(0, 1, temperature, canvas, step, config.entropy_bound, None, (0, 0)))
 
 
 def sampling_step_part(plan: CheckPlan, device) -> tuple[dict, str | None]:

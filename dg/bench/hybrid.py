@@ -20,10 +20,12 @@ import time
 import torch
 
 from dg.ar import generate_ar, next_token_logits
-from dg.hybrid import _agreeing, _crop_to, _ones, _rollback_cache, draft_step, generate_hybrid
+from dg.hybrid import agreeing, generate_hybrid
 from dg.loading import load
-from dg.passes import after_prefill, decoder_mask, encode, eos_token_ids, positions, split_inputs
+from dg.passes import eos_token_ids, split_inputs
+from dg.paths import Run, open_passes
 from dg.prompts import build_inputs
+from dg.sampler import denoise_step
 from dg.tiny import skills
 
 LAYOUTS = ("aligned", "restart")
@@ -36,40 +38,36 @@ def restart_hybrid(model, inputs: dict, config, draft_steps: int) -> dict:
     draft with one causal encoder pass, keeping what agrees with greedy AR plus AR's own token. The KV cache
     is cropped to the verified tokens after each pass. Returns the token ids and the counts."""
     input_ids, extra = split_inputs(inputs)
-    device, base = input_ids.device, input_ids.shape[1]
-    length, vocab = model.config.canvas_length, model.config.text_config.vocab_size
+    base, length = input_ids.shape[1], model.config.canvas_length
+    vocab = model.config.text_config.vocab_size
     eos = set(eos_token_ids(model))
-    cache = _rollback_cache(model)
-    hidden = encode(model, input_ids, cache, positions(0, base, device), _ones(base, device), extra)
-    _crop_to(cache, base)
-    extra = after_prefill(extra)
-    ids = [int(next_token_logits(model, hidden.last_hidden_state[:, -1])[0].argmax())]
-    counts = {"encoder": 1, "decoder": 0, "rounds": 0}
-    done = lambda: len(ids) >= config.max_new_tokens or ids[-1] in eos  # noqa: E731
-    pinned = torch.arange(length, device=device)[None] < 1
-    embed_dtype = model.model.decoder.embed_tokens.weight.dtype
-    while not done():
-        start = base + len(ids) - 1  # the last verified token's place; the cache holds everything before it
-        canvas = torch.randint(0, vocab, (1, length), device=device)
-        canvas[0, 0] = ids[-1]
-        mask = decoder_mask(model, canvas, cache, _ones(start, device))
-        canvas_positions, sc_logits = positions(start, length, device), None
-        for step in range(1, draft_steps + 1):
-            _, s = draft_step(model, config, step, canvas, sc_logits, mask, cache, canvas_positions, extra, pinned)
-            counts["decoder"] += 1
-            sc_logits, draft, canvas = s.scaled_logits.to(embed_dtype), s.argmax, s.next_canvas.clone()
-        hidden = encode(model, draft, cache, canvas_positions, _ones(start + length, device), extra)
-        counts["encoder"] += 1
-        counts["rounds"] += 1
-        ar_logits = next_token_logits(model, hidden.last_hidden_state)[0]
-        first_mismatch = 1 + _agreeing(draft[0], ar_logits, 1)
-        for token in draft[0, 1:first_mismatch].tolist():
+    with open_passes(model, "eager", base + config.max_new_tokens + length, rollback=True) as passes:
+        run = Run(model, passes)
+        hidden = run.prefill(input_ids, extra)
+        run.crop(base)
+        ids = [int(next_token_logits(model, hidden[:, -1])[0].argmax())]
+        rounds = 0
+        done = lambda: len(ids) >= config.max_new_tokens or ids[-1] in eos  # noqa: E731
+        pinned = torch.arange(length, device=passes.device)[None] < 1
+        embed_dtype = model.model.decoder.embed_tokens.weight.dtype
+        while not done():
+            # the last verified token's place is run.cached: the cache holds everything before it
+            canvas = torch.randint(0, vocab, (1, length), device=passes.device)
+            canvas[0, 0] = ids[-1]
+            sc_logits = None
+            for step in range(1, draft_steps + 1):
+                s = denoise_step(run, config, 0, step, canvas, sc_logits, pinned).sample
+                sc_logits, draft, canvas = s.scaled_logits.to(embed_dtype), s.argmax, s.next_canvas.clone()
+            ar_logits = next_token_logits(model, run.encode(draft))[0]
+            rounds += 1
+            first_mismatch = 1 + agreeing(draft[0], ar_logits, 1)
+            for token in draft[0, 1:first_mismatch].tolist():
+                if not done():
+                    ids.append(token)
             if not done():
-                ids.append(token)
-        if not done():
-            ids.append(int(ar_logits[first_mismatch - 1].argmax()))
-        _crop_to(cache, base + len(ids) - 1)
-    return {"token_ids": ids, "rounds": counts["rounds"], "nfe": counts["encoder"] + counts["decoder"]}
+                ids.append(int(ar_logits[first_mismatch - 1].argmax()))
+            run.crop(base + len(ids) - 1)
+        return {"token_ids": ids, "rounds": rounds, "nfe": sum(run.forwards)}
 
 
 def measure(loaded, draft_steps: int, skill: str, n: int, seed: int = 0, add_terms=None,
@@ -81,7 +79,7 @@ def measure(loaded, draft_steps: int, skill: str, n: int, seed: int = 0, add_ter
         inputs = build_inputs(loaded.processor, example.prompt, images=example.image,
                               thinking=skill in skills.THINKING_SKILLS)
         start = time.perf_counter()
-        ar = generate_ar(model, inputs, config.max_new_tokens, loaded.eos_token_ids)
+        ar = generate_ar(model, inputs, config)
         totals["ar_s"] += time.perf_counter() - start
         torch.manual_seed(seed + i)
         start = time.perf_counter()

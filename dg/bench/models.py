@@ -4,7 +4,7 @@ One fixed prompt per skill where diffusion should win (`BENCH_SKILLS`); generate
 `DiffusionGemmaPipeline` (`dg.bench.pipeline`) interleaved after a warm-up, same seed per prompt, so dg's tokens
 must match generate()'s (the pipeline draws its own random numbers: its answers are scored instead).
 Speedup of diffusion over AR ≈ TPF / (decoder step cost / AR token cost): both factors are reported; AR runs
-on the loaded model's AR path (`dg.ar.choose_ar_path`), as the app's do. The model is the embedded one
+on the loaded model's path (`dg.paths.choose_path`), as the app's do. The model is the embedded one
 (`assets/diffusiongemma-tiny`) unless `--model` names another.
 
     python -m dg.bench --repeats 5 --report runs/bench.html
@@ -70,13 +70,13 @@ def run_dg(model, inputs, config: SamplerConfig, seed: int) -> dict:
     return {**trace.metrics(), "wall_s": wall, "ids": ids}
 
 
-def run_ar(model, inputs, n_tokens: int, ar_path: str = "eager") -> dict:
-    """Greedy AR with the KV cache for exactly `n_tokens` (EOS ignored: same token count basis), on `ar_path`
+def run_ar(model, inputs, n_tokens: int, path: str = "eager") -> dict:
+    """Greedy AR with the KV cache for exactly `n_tokens` (EOS ignored: same token count basis), on `path`
     (the loaded model's: what the app's AR runs take)."""
-    from dg.ar import ar_path_options, generate_ar
+    from dg.ar import generate_ar
 
-    trace, wall = timed(lambda: generate_ar(model, inputs, max(n_tokens, 1), eos_token_ids=(),
-                                            **ar_path_options(ar_path)), model.device)
+    config = SamplerConfig(max_new_tokens=max(n_tokens, 1))
+    trace, wall = timed(lambda: generate_ar(model, inputs, config, eos_token_ids=(), path=path), model.device)
     return {**trace.metrics(), "wall_s": wall}
 
 
@@ -91,9 +91,8 @@ def run_hybrid(model, inputs, config: SamplerConfig, seed: int) -> dict:
 def greedy_ids(model, inputs, config: SamplerConfig) -> list[int]:
     """Greedy AR's reply up to its EOS: what hybrid must give token for token."""
     from dg.ar import generate_ar
-    from dg.passes import eos_token_ids
 
-    return generate_ar(model, inputs, config.max_new_tokens, eos_token_ids(model)).token_ids
+    return generate_ar(model, inputs, config).token_ids
 
 
 def bench_models(loaded, prompts: list[dict], repeats: int = 3, max_new_tokens: int | None = None,
@@ -123,7 +122,7 @@ def bench_models(loaded, prompts: list[dict], repeats: int = 3, max_new_tokens: 
     warm = run_dg(model, inputs[0], config, seed)  # warm-up: allocator, kernels, caches
     run_reference(model, inputs[0], config, seed)
     diffusion_runs["diffusers"](0, seed)
-    run_ar(model, inputs[0], warm["tokens"], loaded.ar_path)
+    run_ar(model, inputs[0], warm["tokens"], loaded.path)
     run_hybrid(model, inputs[0], config, seed)
     greedy = [greedy_ids(model, prompt_inputs, config) for prompt_inputs in inputs]
 
@@ -135,8 +134,8 @@ def bench_models(loaded, prompts: list[dict], repeats: int = 3, max_new_tokens: 
             order = list(diffusion_runs) if r % 2 == 0 else list(reversed(diffusion_runs))
             run = {mode: diffusion_runs[mode](p, s) for mode in order}
             hybrid = run_hybrid(model, prompt_inputs, config, s)
-            row.append({**run, "ar": run_ar(model, prompt_inputs, run["dg"]["tokens"], loaded.ar_path),
-                        "hybrid": hybrid, "ar_hybrid": run_ar(model, prompt_inputs, hybrid["tokens"], loaded.ar_path),
+            row.append({**run, "ar": run_ar(model, prompt_inputs, run["dg"]["tokens"], loaded.path),
+                        "hybrid": hybrid, "ar_hybrid": run_ar(model, prompt_inputs, hybrid["tokens"], loaded.path),
                         "hybrid_equals_ar": hybrid["ids"] == greedy[p]})
         runs.append(row)
     result = summarise(runs, prompts, config)

@@ -75,9 +75,10 @@ def format_step(step: dict) -> str:
 
 
 def bench_step_record(device, shape=STEP_SHAPE, repeats: int = 5, backend: str = "torch") -> dict:
-    """ms of building one step's record (`dg.sampler._step_record`: top-k, entropy sums, the copy to the host)
+    """ms of building one step's record (`dg.sampler.step_record`: top-k, entropy sums, the copy to the host)
     on one sampling step's output at `shape`; the median of `repeats` after one warm-up."""
     from dg import sampler
+    from dg.paths import Run
     from dg.kernels.sampling import sample_step
 
     device = torch.device(device)
@@ -86,7 +87,8 @@ def bench_step_record(device, shape=STEP_SHAPE, repeats: int = 5, backend: str =
     canvas = torch.zeros(shape[:2], dtype=torch.long, device=device)
     temperature = torch.tensor(0.8, device=device)
     step = sample_step(logits, temperature, canvas, 0.1, backend=backend)
-    record = lambda: sampler._step_record(0, 1, temperature, canvas, step, 0.1, False, False, None, 0.0)  # noqa: E731
+    denoised = sampler.Denoised(0, 1, temperature, canvas, step, 0.1, None, (0, 0))
+    record = lambda: sampler.step_record(Run(None, None), denoised)  # noqa: E731
     record()
     ms = 1e3 * statistics.median(timed(record, device)[1] for _ in range(repeats))
     return {"shape": list(shape), "device": str(device), "backend": backend, "repeats": repeats, "record_ms": ms}

@@ -96,7 +96,7 @@ def ar_token_ms(loaded, example) -> tuple[list[float], int, float]:
     """(ms between consecutive AR tokens, tokens, wall s) of one greedy AR run on the same weights."""
     thinking = example.skill in skills.THINKING_SKILLS
     inputs = build_inputs(loaded.processor, example.prompt, images=example.image, thinking=thinking)
-    trace = generate_ar(loaded.model, inputs, loaded.sampler_config.max_new_tokens, loaded.eos_token_ids)
+    trace = generate_ar(loaded.model, inputs, loaded.sampler_config)
     gaps = [1e3 * (b.t - a.t) for a, b in zip(trace.tokens, trace.tokens[1:])]
     return gaps, trace.metrics()["tokens"], trace.metrics()["wall_s"]
 

@@ -27,9 +27,9 @@ from transformers.generation.streamers import BaseStreamer
 
 from dg.config import SamplerConfig
 from dg.loading import ARModel, load_ar_model, share_cpu
-from dg.passes import entropy, top_k
-from dg.prompts import build_inputs, decode_reply
-from dg.trace import RunEnd, RunStart, TokenRecord, Trace
+from dg.passes import token_record
+from dg.prompts import build_inputs
+from dg.trace import RunEnd, RunStart, TokenRecord
 from dg.tiny.examples import SkillExamples
 from dg.engine.runner import InProcess
 from dg.engine.runs import DEFAULT_FPS, LiveRun, ar_run, diffusion_run, mode_run, watch
@@ -60,12 +60,12 @@ class TraceStreamer(BaseStreamer):
             self._prompt_seen = True
             return
         for token_id in value.reshape(-1).tolist():
-            h, ids, probs = math.nan, np.zeros(0, np.int64), np.zeros(0, np.float32)
+            t, forwards = time.perf_counter() - self.clock, (self.count, 0)  # a forward per token, as dg.ar's
             if self.scores is not None and self.scores.last is not None:
-                top_p, top_i = top_k(self.scores.last)
-                h = float(entropy(self.scores.last))
-                ids, probs = top_i.cpu().numpy(), top_p.cpu().numpy().astype(np.float32)
-            self.emit(TokenRecord(self.count, int(token_id), h, ids, probs, time.perf_counter() - self.clock))
+                self.emit(token_record(self.count, token_id, self.scores.last, t, forwards))
+            else:  # no distribution recorded: the token alone
+                self.emit(TokenRecord(self.count, int(token_id), math.nan, np.zeros(0, np.int64),
+                                      np.zeros(0, np.float32), t, forwards))
             self.count += 1
             self.last_token = int(token_id)
 

@@ -9,7 +9,7 @@ runner (dg.engine.runner.Runner). A run is one streamed call (`handle.options(st
 its replica from first record to last; dg.engine.routing sends a new run to the least-loaded replica, keeps
 the two lanes of a race and an A/B pair (runs given one inputs dict) on one replica, and sends a stop to the
 run's own replica, which ends the run between two steps. A stop seen in the app drops the steps that arrived
-after it, as the worker does (`dg.engine.worker.ended_before`), so a budget or a Stop ends a run exactly.
+after it, as the worker does (`dg.trace.RunEnd.before`), so a budget or a Stop ends a run exactly.
 
 Ray starts on this host (127.0.0.1, no dashboard, no Serve HTTP proxy: handles only) unless a cluster
 address is given (`--ray-address` or RAY_ADDRESS). `--replicas 2-8` lets Serve's autoscaling choose between
@@ -28,7 +28,6 @@ import re
 import threading
 import time
 import uuid
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -44,9 +43,10 @@ from dg.engine.memory import trim
 from dg.engine.routing import PLACEMENT
 from dg.engine.runner import stream_mode
 from dg.engine.turns import Ticket
-from dg.engine.worker import HostInfo, _raise, ended_before, yield_threads
+from dg.engine.worker import HostInfo, _raise, yield_threads
 from dg.loading import EMBEDDED_MODEL, Loaded, load, load_skeleton, one_line
 from dg.noise import denoise_once
+from dg.trace import RunEnd
 
 ROOT = Path(__file__).resolve().parents[2]  # on the replicas' PYTHONPATH: they import dg as the app does
 APP_NAME = "dg"  # Ray's namespace; each app's Serve application is dg-<random> (several apps may share a cluster)
@@ -303,15 +303,14 @@ class ServeReplicas:
                     raise
 
     def _records(self, call, run_id: str, who: dict, cancel: threading.Event):
-        kinds, clock, stopped = Counter(), time.perf_counter(), False
+        clock, stopped = time.perf_counter(), False
         for record in call:
             if cancel.is_set() and not stopped:
                 self.handle.stop.remote(run_id, route=("replica", who["id"]))
                 stopped = True
             if stopped and record.kind in RUN_KINDS:  # made after the stop was seen here: end before it
-                yield ended_before(record, kinds, clock)
+                yield RunEnd.before(record, time.perf_counter() - clock)
                 return
-            kinds[record.kind] += 1
             yield record
             if record.kind == "end":
                 return

@@ -1,11 +1,11 @@
-"""The model runner: one protocol for every place the model lives, and the one place a decoding mode is chosen.
+"""The model runner: one protocol for every place the model lives.
 
 Every caller (live runs, races, the app's tabs) holds a `Runner` and never asks which kind: the model's
 description for the UI (a `dg.loading.Loaded`: processor, config, sampler defaults), and a run of a
-decoding mode streamed as records. `stream_mode` runs a mode on a model that lives in this process; each
-runner ends there, in this process (`InProcess`) or in the worker process (`dg.engine.worker.InWorker`).
-A new decoding mode is one branch of `stream_mode` (and its name in `MODES`); a new place for the model
-(a Ray Serve replica) is one more class with the five methods of `Runner`.
+decoding mode streamed as records. `stream_mode` runs a mode (`dg.modes`, where the mode is chosen) on a
+model that lives in this process; each runner ends there, in this process (`InProcess`), in the worker
+process (`dg.engine.worker.InWorker`) or in a Ray Serve replica (`dg.engine.replicas.InReplicas`). A new
+place for the model is one more class with the five methods of `Runner`.
 
     python -m dg.engine.runs --prompt "What is 2487 + 3356?" --seed 0   # a live run on the in-process runner
 """
@@ -15,36 +15,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from typing import Protocol
 
-from dg.ar import ar_path_options, stream_ar
+from dg import modes
 from dg.config import SamplerConfig
 from dg.drafts import Draft
-from dg.hybrid import stream_hybrid
 from dg.loading import Loaded
 from dg.noise import denoise_once
-from dg.sampler import stream_diffusion
-
-MODES = ("diffusion", "ar", "hybrid")  # what `stream_mode` runs
 
 
 def stream_mode(loaded: Loaded, mode: str, inputs: dict, settings: SamplerConfig,
-                cancel: threading.Event, draft: Draft | None = None) -> Iterator:
-    """The records of one run of `mode` on `loaded`'s own model, `inputs` on its device: RunStart, the mode's
-    records, RunEnd ("cancelled" between two steps once `cancel` is set). "diffusion": dg.sampler with
-    `settings`, warm-started from `draft`'s canvases with its pinned positions held (dg.drafts: an infill or an
-    edited canvas); "ar": greedy dg.ar on the same weights, up to `settings.max_new_tokens`; "hybrid":
-    dg.hybrid, the sampler with `settings` drafting and AR verifying (greedy AR's tokens)."""
-    if draft is not None and mode != "diffusion":
-        raise ValueError(f"a draft seeds the diffusion canvas; it does not apply to mode {mode!r}")
-    if mode == "diffusion":
-        device = loaded.device
-        return stream_diffusion(loaded.model, inputs, settings, cancel=cancel,
-                                **({} if draft is None else draft.on(device).sampler_args()))
-    if mode == "ar":  # on the model's AR path: eager, or a static cache and the compiled step (dg.ar)
-        return stream_ar(loaded.model, inputs, settings.max_new_tokens, loaded.eos_token_ids,
-                         pad_token_id=loaded.pad_token_id, cancel=cancel, **ar_path_options(loaded.ar_path))
-    if mode == "hybrid":
-        return stream_hybrid(loaded.model, inputs, settings, cancel=cancel)
-    raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+                cancel: threading.Event | None = None, draft: Draft | None = None) -> Iterator:
+    """The records of one run of `mode` on `loaded`'s own model, on the path it was loaded on (`dg.modes`):
+    RunStart, the mode's records, RunEnd ("cancelled" once `cancel` is set)."""
+    return modes.stream_mode(loaded.model, mode, inputs, settings, cancel=cancel, draft=draft, path=loaded.path)
 
 
 class Runner(Protocol):

@@ -174,7 +174,7 @@ def _polls(runs, fps):
 
 def mode_run(runner, mode: str, inputs: dict, settings: SamplerConfig, seed: int | None, *, label: str = "",
              start_gate: threading.Barrier | None = None, draft=None) -> LiveRun:
-    """A run of decoding `mode` (dg.engine.runner.MODES) on `runner`'s model, seeded, not yet started; a
+    """A run of decoding `mode` (dg.config.MODES) on `runner`'s model, seeded, not yet started; a
     diffusion run warm-starts from `draft` (a `dg.drafts.Draft`) with its pinned positions held."""
     return LiveRun.from_stream(lambda cancel: runner.stream(mode, inputs, settings, seed, cancel, draft), seed=seed,
                                label=label, start_gate=start_gate)

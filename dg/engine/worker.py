@@ -38,7 +38,7 @@ import pickle
 import signal
 import threading
 import time
-from collections import Counter, deque
+from collections import deque
 from dataclasses import dataclass, fields
 
 import torch
@@ -93,7 +93,6 @@ class _Run:
 
     def __init__(self, records, cancel: threading.Event, seed: int | None):
         self.records, self.cancel, self.rng = records, cancel, Ticket(seed, cancel)
-        self.kinds = Counter()  # records delivered, by kind
         # each made record as (record or None at the end,) or (None, the exception it raised)
         self.ahead: deque[tuple] = deque()
         self.clock, self.finished = time.perf_counter(), False
@@ -135,25 +134,12 @@ class _Run:
                 record = self._ended_before(record)
         if record is None or record.kind == "end":
             self.finished = True
-        elif record.kind in ("step", "token", "round"):
-            self.kinds[record.kind] += 1
         return record
 
     def _ended_before(self, dropped) -> RunEnd:
         """The "cancelled" end the run's generator gives when its stop is seen before `dropped`."""
         self.records.close()
-        return ended_before(dropped, self.kinds, self.clock)
-
-
-def ended_before(dropped, kinds: Counter, clock: float) -> RunEnd:
-    """The "cancelled" end a run's generator gives when its stop is seen before `dropped` (a step, an AR token
-    or a hybrid round made but not delivered); `kinds`: the records delivered before it, by kind; `clock`:
-    perf_counter() when the run began."""
-    if kinds["round"] or dropped.kind == "round":  # hybrid: the prefill, then a verify pass per round
-        return RunEnd("cancelled", 1 + kinds["round"], kinds["step"], time.perf_counter() - clock)
-    if dropped.kind == "step":  # the encoder ran once per canvas begun; the decoder once per step
-        return RunEnd("cancelled", dropped.canvas + 1, kinds["step"], time.perf_counter() - clock)
-    return RunEnd("cancelled", kinds["token"], 0, time.perf_counter() - clock)  # AR: a forward per token
+        return RunEnd.before(dropped, time.perf_counter() - self.clock)
 
 
 def _open(loaded, runs, run_id, mode, inputs, settings, seed, draft=None):
@@ -204,12 +190,12 @@ def _work_ahead(conn, runs: dict) -> None:
             run.make_ahead()
 
 
-def _serve(conn, source, device, ar_path: str = "auto") -> None:
+def _serve(conn, source, device, path: str = "auto") -> None:
     """The child's loop: load the model, report what it loaded (or why it could not), then answer
     requests until told to exit or until the app's end of the pipe closes (the app exited or died)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the app closes us
     try:
-        loaded = load(source, device, ar_path=ar_path)
+        loaded = load(source, device, path=path)
         share_cpu(loaded.device)
         model = loaded.model
         reply = ("ok", HostInfo(loaded.source, loaded.describe(), model.config, model.generation_config,
@@ -248,9 +234,9 @@ def _raise(name: str, message: str):
 class WorkerProcess:
     """The one worker process holding the model; every request is one reply, under one lock."""
 
-    def __init__(self, source, device=None, ar_path: str = "auto"):
+    def __init__(self, source, device=None, path: str = "auto"):
         self.source, self.device = str(source), None if device is None else str(device)
-        self.ar_path = ar_path  # dg.loading.load's: where the model loads, its AR path
+        self.path = path  # dg.loading.load's: how every run passes through the model (dg.paths)
         self.info: HostInfo | None = None
         self._lock = threading.Lock()
         self._proc = self._conn = None
@@ -277,7 +263,7 @@ class WorkerProcess:
         self._stop()
         ctx = multiprocessing.get_context("spawn")
         ours, theirs = ctx.Pipe()
-        proc = ctx.Process(target=_serve, args=(theirs, self.source, self.device, self.ar_path), name="dg-model",
+        proc = ctx.Process(target=_serve, args=(theirs, self.source, self.device, self.path), name="dg-model",
                            daemon=True)
         self._spawner.submit(proc.start).result()
         theirs.close()  # only the child holds its end now: when it dies, our reads see EOF
@@ -425,11 +411,11 @@ class InWorker(Loaded):
         self.worker.close()
 
 
-def start_worker(model=None, device=None, ar_path: str = "auto") -> InWorker:
-    """Start the worker process on `model` (`model`, `device`, `ar_path` as dg.loading.load takes them) and
+def start_worker(model=None, device=None, path: str = "auto") -> InWorker:
+    """Start the worker process on `model` (`model`, `device`, `path` as dg.loading.load takes them) and
     return the app's runner of it;
     a checkpoint that cannot load raises the error dg.loading.load raises."""
-    worker = WorkerProcess(EMBEDDED_MODEL if model is None else model, device, ar_path)
+    worker = WorkerProcess(EMBEDDED_MODEL if model is None else model, device, path)
     info = worker.start()
     try:
         seen = load_skeleton(info.source, info.config, info.generation_config, info.sampler_config, info.dtype)

@@ -93,7 +93,7 @@ def run_diffusion(loaded, example, thinking: bool, seed: int, config=None) -> Ou
 
 def run_ar(loaded, example, thinking: bool) -> Outcome:
     inputs = build_inputs(loaded.processor, example.prompt, images=example.image, thinking=thinking)
-    trace = generate_ar(loaded.model, inputs, loaded.sampler_config.max_new_tokens, loaded.eos_token_ids)
+    trace = generate_ar(loaded.model, inputs, loaded.sampler_config)
     answer = decode_reply(loaded.tokenizer, trace.token_ids).answer
     return Outcome(example.skill, skills.score(example, answer), answer, nfe=trace.metrics()["nfe"],
                    ids=tuple(trace.token_ids))

@@ -217,7 +217,7 @@ def _first_race(loaded, draws: int, eos: list, right) -> ExampleRow:
         torch.manual_seed(RACE_SEED)
         if right(ex, generate_diffusion(loaded.model, inputs, loaded.sampler_config)):
             continue
-        if right(ex, generate_ar(loaded.model, inputs, loaded.sampler_config.max_new_tokens, eos)):
+        if right(ex, generate_ar(loaded.model, inputs, loaded.sampler_config, eos_token_ids=eos)):
             return ExampleRow(ex.prompt, None, True, ex.skill, ex.answer)
     raise ValueError(f"none of the first {draws} three-term draws is right by AR and wrong by diffusion")
 

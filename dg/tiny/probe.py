@@ -30,6 +30,7 @@ import torch
 
 from dg.loading import load
 from dg.prompts import build_inputs, decode_reply
+from dg.drafts import Draft
 from dg.sampler import generate_diffusion
 from dg.tiny import skills
 from dg.tiny.data import encode_example
@@ -100,7 +101,7 @@ def repair(loaded, n: int) -> dict:
                 broken[ones] = (digit_ids[str((int(pieces[ones]) + 3) % 10)] if kind == "digit"
                                 else tok.convert_tokens_to_ids(NOT_A_DIGIT))
                 torch.manual_seed(0)
-                trace = generate_diffusion(loaded.model, inputs, config, init_canvas=torch.tensor([broken]))
+                trace = generate_diffusion(loaded.model, inputs, config, draft=Draft.of(torch.tensor([broken])))
                 restored[kind] += int(trace.steps[0].argmax[ones]) == canvas[ones]
     return {"positions": tried, **{k: v / max(tried, 1) for k, v in restored.items()}}
 

@@ -29,7 +29,7 @@ from dg.engine.memory import MAX_SESSIONS
 from dg.engine.turns import TURNS
 from dg.engine.runner import InProcess
 from dg.engine.worker import start_worker
-from dg.config import AR_PATHS
+from dg.paths import PATHS
 from dg.loading import load_ar_model, share_cpu
 
 MAX_UPLOAD = "20mb"
@@ -117,8 +117,9 @@ def main() -> None:
                         help="default: $GRADIO_SERVER_PORT, else 7860 or the next free port")
     parser.add_argument("--host", default=None, help="default: $GRADIO_SERVER_NAME, else 127.0.0.1 (0.0.0.0: the LAN)")
     parser.add_argument("--share", action="store_true")
-    parser.add_argument("--ar-path", choices=AR_PATHS, default="auto",
-                        help="AR runs: eager, or a static cache and the compiled step (auto: compiled on CUDA)")
+    parser.add_argument("--path", "--ar-path", dest="path", choices=PATHS, default="auto",
+                        help="how the passes run (dg.paths): eager, compiled (AR's step), graphs; auto: compiled on "
+                             "CUDA, eager on a CPU")
     parser.add_argument("--in-process", action="store_true",
                         help="run the model in a thread of the server's process, not in its worker process")
     parser.add_argument("--replicas", default=None, metavar="N|MIN-MAX",
@@ -135,8 +136,8 @@ def main() -> None:
 
             loaded = start_replicas(ReplicaSpec.parse(args.replicas, address=args.ray_address), args.model)
         else:
-            loaded = (InProcess.of(load(args.model, ar_path=args.ar_path)) if args.in_process
-                      else start_worker(args.model, ar_path=args.ar_path))
+            loaded = (InProcess.of(load(args.model, path=args.path)) if args.in_process
+                      else start_worker(args.model, path=args.path))
         ar_model = load_ar_model(args.ar_model) if args.ar_model else None
     except (FileNotFoundError, ValueError) as err:  # one line, exit code 2, as the CLI's bad input
         if loaded is not None:

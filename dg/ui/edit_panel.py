@@ -17,9 +17,8 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 import gradio as gr
-import torch
 
-from dg.drafts import build_draft
+from dg.drafts import blank_generator, draft_for
 from dg.edits import CanvasEdit
 from dg.engine.runs import mode_run, prepare_run
 from dg.engine.session import KeptRun
@@ -201,7 +200,7 @@ def _wire_runs(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
                   source=None, made_from: dict | None = None):
         with refused_input():
             run_inputs, config, seed = prepare_run(loaded, prompt, image, thinking, seed, knobs)
-            draft = draft_of(config, torch.Generator().manual_seed(seed))
+            draft = draft_of(config, seed)
         live = mode_run(loaded, "diffusion", run_inputs, config, seed, draft=draft).start()
         async for update in paced_stream(shared, request, live, partial(hooks.live, live), pace_ms):
             yield update
@@ -223,17 +222,15 @@ def _wire_runs(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
                           "pick the run again")
         knobs = {k: v for k, v in kept.trace.start.config.items() if k in KNOB_NAMES}
         async for update in run(meta["prompt"], editing.image, meta.get("thinking", False), meta.get("seed", 0),
-                                knobs, lambda config, gen: editing.edit.to_draft(vocab, gen), history, pace_ms, request,
+                                knobs, lambda config, seed: editing.edit.to_draft(vocab, blank_generator(seed)), history, pace_ms, request,
                                 kept, {"edited_from": kept.label, **editing.edit.counts}):
             yield update
 
     async def from_draft(prompt, image, thinking, seed, *rest, request=None):
         *knob_values, text, history, pace_ms = rest
 
-        def draft_of(config, gen):
-            return build_draft(tok, text, canvas_length=loaded.model.config.canvas_length,
-                               max_new_tokens=config.max_new_tokens, vocab_size=vocab,
-                               eos_token_id=loaded.eos_token_ids[0], pad_token_id=loaded.pad_token_id, generator=gen)
+        def draft_of(config, seed):
+            return draft_for(loaded.model, tok, text, config.max_new_tokens, seed)
 
         async for update in run(prompt, image, thinking, seed, dict(zip(KNOB_NAMES, knob_values)), draft_of, history,
                                 pace_ms, request, made_from={"draft": text}):

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from dg import sampler
+from dg import paths, sampler
 from dg.bench.device import device_check, format_device_check, materialise, peak_bandwidth_gb_s, phase_timers
 from dg.testing import tiny_config
 
@@ -30,10 +30,11 @@ def test_device_check_machinery_runs_on_a_tiny_config(one_thread, positive_finit
 
 
 def test_phase_timers_time_the_sampler_s_own_calls_and_put_them_back():
-    before = {name: getattr(sampler, name) for name in ("decode", "sample_step", "_step_record", "encode")}
+    calls = ((paths, "decode"), (sampler, "sample_step"), (sampler, "step_record"), (paths, "encode"))
+    before = {(module, name): getattr(module, name) for module, name in calls}
     with phase_timers("cpu") as totals:
-        assert all(getattr(sampler, name) is not fn for name, fn in before.items())
-    assert all(getattr(sampler, name) is fn for name, fn in before.items())
+        assert all(getattr(module, name) is not fn for (module, name), fn in before.items())
+    assert all(getattr(module, name) is fn for (module, name), fn in before.items())
     assert totals == {phase: [0.0, 0] for phase in ("decoder_forward", "sampling", "recording", "encoder")}
 
 

@@ -27,7 +27,7 @@ def test_the_restart_layout_gives_greedy_ar_s_reply_to_its_eos_a_round_at_a_time
     inputs = build_inputs(tiny.processor, "What is 716 + 230 + 95794?", thinking=True)
     torch.manual_seed(0)
     out = restart_hybrid(tiny.model, inputs, tiny.sampler_config, draft_steps=1)
-    ar = generate_ar(tiny.model, inputs, tiny.sampler_config.max_new_tokens, tiny.eos_token_ids)
+    ar = generate_ar(tiny.model, inputs, tiny.sampler_config)
     assert out["token_ids"] == ar.token_ids and out["token_ids"][-1] in tiny.eos_token_ids
     assert 1 <= out["rounds"] <= len(ar.token_ids) and out["nfe"] == 1 + 2 * out["rounds"]
 

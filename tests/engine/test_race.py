@@ -47,7 +47,7 @@ def test_each_lane_of_a_race_records_what_its_headless_run_records(loaded, confi
     inputs = build_inputs(loaded.processor, PROMPT)
     torch.manual_seed(4)
     assert d.token_ids == generate_diffusion(loaded.model, inputs, config).token_ids
-    greedy = generate_ar(loaded.model, inputs, config.max_new_tokens, loaded.eos_token_ids)
+    greedy = generate_ar(loaded.model, inputs, config)
     assert a.token_ids == greedy.token_ids
     torch.manual_seed(4)
     assert h.token_ids == generate_hybrid(loaded.model, inputs, config).token_ids == greedy.token_ids
@@ -81,7 +81,7 @@ def test_a_separate_ar_model_races_through_generate_and_hybrid_stays_on_the_diff
     ar_model = load_ar_model(str(ar_model_dir))
     contest = race.start_race(loaded, PROMPT, config=config, seed=0, ar_model=ar_model)
     d, a, h = finish(contest)
-    own = generate_ar(loaded.model, build_inputs(loaded.processor, PROMPT), config.max_new_tokens, loaded.eos_token_ids)
+    own = generate_ar(loaded.model, build_inputs(loaded.processor, PROMPT), config)
     assert h.token_ids == own.token_ids and "diffusion model's own weights" in contest.hybrid_label
     assert contest.ar_tokenizer is ar_model.tokenizer and a.start.config["model"] == str(ar_model_dir)
     inputs = ar_model.inputs(PROMPT)

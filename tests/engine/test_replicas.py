@@ -32,6 +32,8 @@ from tests.engine.test_worker import (
     test_runs_taking_turns_on_replicas_make_their_solo_tokens_and_stop_at_their_budget,
     test_stop_mid_run_ends_it_cancelled_and_keeps_the_steps_it_made as
     test_stop_mid_run_on_a_replica_ends_it_within_a_step_and_keeps_the_steps_it_made,
+    test_a_run_stopped_where_the_model_lives_apart_reports_the_forwards_of_one_stopped_here as
+    test_a_run_stopped_on_a_replica_reports_the_forwards_of_one_stopped_here,
     test_two_seeded_runs_interleaved_step_by_step_each_make_their_solo_run as
     test_two_seeded_runs_interleaved_on_replicas_each_make_their_solo_run,
 )

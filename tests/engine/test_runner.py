@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from dg.ar import generate_ar
+from dg.config import MODES, SamplerConfig
 from dg.edits import CanvasEdit
-from dg.engine.runner import MODES, InProcess, stream_mode
+from dg.engine.runner import InProcess, stream_mode
 from dg.noise import denoise_once
 from dg.sampler import generate_diffusion
 from tests.engine.conftest import PROMPT
@@ -26,13 +27,13 @@ def test_a_diffusion_run_streams_the_records_of_the_sampler_after_the_same_seed(
 
 def test_an_ar_run_decodes_greedily_up_to_the_settings_token_budget(loaded, config, inputs):
     settings = config.replace(max_new_tokens=12)
-    solo = generate_ar(loaded.model, inputs, 12, loaded.eos_token_ids, pad_token_id=loaded.pad_token_id)
+    solo = generate_ar(loaded.model, inputs, SamplerConfig(max_new_tokens=12))
     tokens = [r.token_id for r in loaded.stream("ar", inputs, settings, None, threading.Event()) if r.kind == "token"]
     assert tokens == [r.token_id for r in solo.tokens] and len(tokens) <= 12
 
 
 def test_a_hybrid_run_streams_greedy_ar_s_tokens_with_its_rounds(loaded, config, inputs):
-    solo = generate_ar(loaded.model, inputs, config.max_new_tokens, loaded.eos_token_ids, pad_token_id=loaded.pad_token_id)
+    solo = generate_ar(loaded.model, inputs, config)
     records = list(loaded.stream("hybrid", inputs, config, 3, threading.Event()))
     assert [r.token_id for r in records if r.kind == "token"] == solo.token_ids
     assert any(r.kind == "round" for r in records) and records[-1].kind == "end"
@@ -49,7 +50,7 @@ def draft_of(loaded, config, inputs, seed=3):
 def test_a_draft_warm_starts_a_diffusion_run_with_its_pins_held_as_the_sampler_does(loaded, config, inputs):
     draft = draft_of(loaded, config, inputs)
     torch.manual_seed(3)
-    solo = generate_diffusion(loaded.model, inputs, config, **draft.sampler_args())
+    solo = generate_diffusion(loaded.model, inputs, config, draft=draft)
     torch.manual_seed(3)
     records = list(loaded.stream("diffusion", inputs, config, 3, threading.Event(), draft))
     steps = [r for r in records if r.kind == "step"]

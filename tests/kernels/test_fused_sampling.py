@@ -307,7 +307,8 @@ def test_the_device_guard_makes_the_tensors_gpu_current():
 
 
 def test_a_fused_step_s_record_takes_its_top_k_from_the_log_normalizer():
-    from dg.sampler import _step_record
+    from dg.paths import Run
+    from dg.sampler import Denoised, step_record
 
     logits = _logits(1, 33, 4099, torch.float32)
     canvas_ids = torch.zeros(1, 33, dtype=torch.long, device=DEVICE)
@@ -315,7 +316,7 @@ def test_a_fused_step_s_record_takes_its_top_k_from_the_log_normalizer():
     exact = torch.logsumexp(fused.scaled_logits.double(), dim=-1)
     assert fused.probs is None
     assert_entropy_close(fused.log_normalizer, exact, 4099)
-    record = _step_record(0, 1, torch.tensor(TEMPERATURE), canvas_ids, fused, 0.1, False, False, None, 0.0)
+    record = step_record(Run(None, None), Denoised(0, 1, torch.tensor(TEMPERATURE), canvas_ids, fused, 0.1, None, (0, 0)))
     probs, ids = torch.topk(torch.softmax(fused.scaled_logits[0].double(), dim=-1), 5, dim=-1)
     assert (record.topk_ids == ids.cpu().numpy()).all()
     np.testing.assert_allclose(record.topk_probs, probs.cpu().numpy(), rtol=1e-5)

@@ -34,7 +34,7 @@ def infill(loaded, row):
                         generator=torch.Generator().manual_seed(APP_SEED))
     torch.manual_seed(APP_SEED)
     trace = generate_diffusion(loaded.model, build_inputs(loaded.processor, row.prompt, thinking=row.thinking),
-                               config, **draft.sampler_args())
+                               config, draft=draft)
     return decode_reply(loaded.tokenizer, trace.token_ids).answer
 
 

@@ -73,6 +73,23 @@ def test_the_draft_endpoint_pins_the_draft_s_text_and_keeps_the_run(client):
     assert re.match(r"#\d+ draft ", result[PICKER]["value"]) and result[TEXT]
 
 
+def test_the_app_and_the_cli_run_the_same_draft_with_the_same_seed_to_the_same_tokens(client, checkpoint_dir, capsys):
+    """Both draw a draft's blanks from a generator of the run's seed (dg.drafts.blank_generator), not from
+    whatever the global RNG drew before."""
+    from dg.cli import main
+
+    draft = "the {{4}} and {{...}}"
+    result = client.predict(prompt="Write a story.", image=None, thinking=False, seed=3, draft=draft, api_name="/draft",
+                            **FAST)
+    app = Trace.from_json(Path(result[TRACE_FILE]).read_text())
+    main(["generate", "--model", str(checkpoint_dir), "--prompt", "Write a story.", "--draft", draft, "--seed", "3",
+          "--max-denoising-steps", str(FAST["max_denoising_steps"]), "--max-new-tokens", str(FAST["max_new_tokens"]),
+          "--json"])
+    cli = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert cli["token_ids"] == app.token_ids and app.token_ids
+    assert [s["noisy"] for s in cli["steps"]][0] == app.steps[0].noisy.tolist()  # the same blanks, drawn alike
+
+
 @pytest.mark.parametrize("draft, message", [("{{...}} then text", "can only end a draft"), ("x {{0}}", "n >= 1"),
                                             ("{{40}}", "token budget holds 16")])
 def test_a_bad_draft_is_one_line_that_says_what_is_wrong(client, draft, message):

@@ -41,7 +41,7 @@ def test_a_re_denoised_run_shows_its_pinned_cells_as_pinned_in_every_step(diffus
     draft = edit.to_draft(model.config.text_config.vocab_size, torch.Generator().manual_seed(0))
     torch.manual_seed(0)
     config = SamplerConfig.from_generation_config(model.generation_config, max_new_tokens=len(edit), backend="torch")
-    again = generate_diffusion(model, build_inputs(processor, "Hi"), config, **draft.sampler_args())
+    again = generate_diffusion(model, build_inputs(processor, "Hi"), config, draft=draft)
     assert again.steps
     for i, step in enumerate(again.steps):
         states = render.position_states(again, i)
