@@ -81,7 +81,7 @@ def pick_device(device=None) -> tuple[torch.device, torch.dtype]:
 
 
 def share_cpu(device) -> None:
-    """On CPU, one intra-op thread per run (half the cores): the app's UI thread or a race's second run
+    """On CPU, one intra-op thread per run (half the cores): the app's UI thread or a race's other lanes
     gets a core of its own instead of every pool spinning against the others, and the CLI runs as the app
     does (on 2 loaded cores, two threads ran ~5× slower than one)."""
     if torch.device(device).type == "cpu":
@@ -195,7 +195,7 @@ def check_inputs(model, inputs: dict, config: SamplerConfig) -> None:
                              f"side, at most {vision.position_embedding_size}; crop it closer to square")
 
 
-# Free memory kept beside a separate AR model's weights on its GPU: both sides' working memory during a race
+# Free memory kept beside a separate AR model's weights on its GPU: every lane's working memory during a race
 # (the diffusion side's logits over a 256-token canvas are 256 × 262,144 × 4 B ≈ 0.27 GB each, a few alive
 # per step; the KV caches of race-length replies) and the CUDA allocator's slack.
 AR_HEADROOM_BYTES = 4 * 10**9

@@ -117,7 +117,6 @@ class Race:
     ar: LiveRun
     hybrid: LiveRun
     ar_tokenizer: object  # decodes the AR lane (the diffusion tokenizer unless --ar-model)
-    ar_label: str
     hybrid_label: str = "hybrid, same weights"
 
     @property
@@ -150,9 +149,9 @@ def start_race(loaded, prompt: str, *, inputs: dict | None = None, image=None, t
     hybrid = mode_run(loaded, "hybrid", inputs, config, seed, label="hybrid", start_gate=gate)
     if ar_model is None:
         ar = ar_run(loaded, inputs, config.max_new_tokens, label="AR", start_gate=gate)
-        return Race(diffusion, ar, hybrid, loaded.tokenizer, "AR, same weights").start()
+        return Race(diffusion, ar, hybrid, loaded.tokenizer).start()
     ar = hf_ar_run(ar_model, ar_model.inputs(prompt, thinking), config.max_new_tokens, label="AR", start_gate=gate)
-    return Race(diffusion, ar, hybrid, ar_model.tokenizer, f"AR, {ar_model.source}", HYBRID_ON_DIFFUSION).start()
+    return Race(diffusion, ar, hybrid, ar_model.tokenizer, HYBRID_ON_DIFFUSION).start()
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ interleave there. The app's process keeps what it keeps with a worker process (d
 meta-device skeleton, the line, turns, budgets and sessions (dg.engine.turns, runs); `InReplicas` is its
 runner (dg.engine.runner.Runner). A run is one streamed call (`handle.options(stream=True)`), so it stays on
 its replica from first record to last; dg.engine.routing sends a new run to the least-loaded replica, keeps
-the two lanes of a race and an A/B pair (runs given one inputs dict) on one replica, and sends a stop to the
+the three lanes of a race and the two runs of an A/B pair (runs given one inputs dict) on one replica, and sends a stop to the
 run's own replica, which ends the run between two steps. A stop seen in the app drops the steps that arrived
 after it, as the worker does (`dg.trace.RunEnd.before`), so a budget or a Stop ends a run exactly.
 

@@ -1,7 +1,7 @@
 """Which Ray Serve replica serves a request: a run's replica, the least-loaded one, its group's.
 
 Serve's own router spreads requests by queue length and cannot send one to a chosen replica, but a run needs
-that: its stop must reach the replica that is making its steps, the two lanes of a race and an A/B pair share
+that: its stop must reach the replica that is making its steps, the three lanes of a race and an A/B pair share
 one replica (one device, as in one process), and a new run goes to the replica with the fewest open runs.
 `PinnedRouter` is Serve's request router for dg's model deployment (dg.engine.replicas); it ranks replicas by
 the `route` every call carries:

@@ -39,7 +39,7 @@ from dg.engine.runner import InProcess
 from dg.engine.turns import TURNS, Ticket, Turns
 
 # Runs reuse worker threads: a fresh thread per run left ~0.1 MB of torch's per-thread state behind each
-# time (measured). Room for every run the open events can start, so a race's two sides always both start.
+# time (measured). Room for every run the open events can start, so a race's three lanes always all start.
 WORKERS = ThreadPoolExecutor(max_workers=512, thread_name_prefix="dg-live")
 DEFAULT_FPS = 14.0  # ≥ 10 frames/s on screen; each frame costs the sampler CPU on a small machine
 HEARTBEAT_S = 0.5  # a frame at least this often, so a waiting UI can say why
@@ -54,7 +54,7 @@ class LiveRun:
         self.trace = Trace()
         self.cancel = threading.Event()
         self.turns = turns or TURNS
-        self.ticket = Ticket(seed, self.cancel, group=start_gate)  # a race's two sides are placed together
+        self.ticket = Ticket(seed, self.cancel, group=start_gate)  # a race's lanes are placed together
         self.error: str | None = None
         self.queued = True  # True until the run first holds the model
         self.started_at: float | None = None  # perf_counter() when it did

@@ -91,7 +91,7 @@ class Turns:
 
     def _may_place(self, ticket: Ticket) -> bool:
         if ticket.group is not None and any(t.group is ticket.group for t in self._placed):
-            return True  # a race's second side joins its first: both sides start together
+            return True  # a race's later lanes join its first: every lane starts together
         return len(self._placed) < self.slots and self._next_in_line() is ticket
 
     def _line(self) -> list[Ticket]:

@@ -4,13 +4,12 @@ In the app's process the sampler thread and the event loop share one GIL, and th
 Gradio's per-frame work while the sampler's many small torch ops each wait to take it back (the UI made
 generation ~30 % slower). So the model lives in one child process (multiprocessing "spawn") that serves
 every run of every session over a pipe, one request at a time: open a run (any mode of
-dg.engine.runner.stream_mode, on CPU inputs moved to the model's device there), its next record, close it,
+dg.modes.stream_mode, on CPU inputs moved to the model's device there), its next record, close it,
 and Learn's one-pass prediction. `InWorker` is the runner (dg.engine.runner.Runner) whose model lives there.
 The app's process keeps the line, the turns, the budgets, the sessions and the drawing (dg.engine.turns,
 dg.engine.runs): a live run's thread asks the child for one record per turn. Between requests the child
-makes each open run's next records ahead (up to `AHEAD`), so the model works while the app draws
-(`_Run`); and
-`python app.py` makes its own threads nicer than the child (`InWorker.yield_cpu`), so on busy cores the
+makes each open run's next records ahead (up to `AHEAD`, `_Run`), so the model works while the app
+draws; and `python app.py` makes its own threads nicer than the child (`InWorker.yield_cpu`), so on busy cores the
 drawing waits for the sampler.
 
 Seeds stay exact: the child gives each seeded run the RNG discipline of dg.engine.turns (`Ticket`: seeded

@@ -165,9 +165,6 @@ class SkillExamples:
         long = (row for row in rows if row.skill in skills.LONG_SKILLS)
         return next(three, None) or next(long, None) or RACE_FALLBACK
 
-    def race_prompt(self) -> str:
-        return self.race_example().prompt
-
 
 RACE_FALLBACK = ExampleRow("Write a short story about a bear.", None, False, None, None)
 
