@@ -36,7 +36,7 @@ def add_generate_args(parser: argparse.ArgumentParser) -> None:
                         help="reply text to start from (warm start); with blanks {{n}} (n free tokens) or a final "
                              "{{...}} (the rest) its text is pinned and only the blanks are denoised (infill)")
     parser.add_argument("--path", "--ar-path", dest="path", choices=PATHS, default="auto",
-                        help="how the passes run (dg.paths): eager, compiled (AR's step), graphs; auto: compiled on "
+                        help="how the passes run (dg.paths): eager, compiled (AR's step), graphs; auto: graphs on "
                              "CUDA, eager on a CPU")
     parser.add_argument("--sample", action="store_true", help="AR mode: sample instead of greedy")
     parser.add_argument("--ar-temperature", type=float, default=1.0, help="AR mode sampling temperature")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The prepared GPU check (dg/bench/gpu_check.py): compiled kernel tests, fused vs torch sampling step,
-# the full-size 26B-A4B sampler eager and compiled, a Ray Serve replica per GPU; writes OUT_DIR/gpu-check.json.
+# the full-size 26B-A4B sampler, its passes eager vs graphed, hybrid, a Ray Serve replica per GPU; writes
+# OUT_DIR/gpu-check.json.
 # Needs a CUDA GPU; at most 6 minutes.
 #   bash scripts/gpu-check.sh OUT_DIR                     # exit 0: every part ok, 1: a part failed, 2: no CUDA
 #   bash scripts/gpu-check.sh OUT_DIR --wheels DIR        # first install the wheels in DIR over the image's stack

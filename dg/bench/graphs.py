@@ -62,10 +62,14 @@ def one_round(model, inputs: dict, path: str, steps: int, tokens: int) -> dict:
 
 
 def measure(loaded, steps: int, tokens: int, repeats: int) -> dict:
-    """Medians over repeats of each path's times, the eager / graphs ratios, and the paths' agreement."""
-    model = loaded.model
+    """`compare_paths` on the first bench prompt, built with the checkpoint's processor."""
     p = bench_prompts()[0]
-    inputs = build_inputs(loaded.processor, p["text"], thinking=p["thinking"], device=model.device)
+    inputs = build_inputs(loaded.processor, p["text"], thinking=p["thinking"], device=loaded.model.device)
+    return compare_paths(loaded.model, inputs, steps, tokens, repeats)
+
+
+def compare_paths(model, inputs: dict, steps: int, tokens: int, repeats: int) -> dict:
+    """Medians over repeats of each path's times, the eager / graphs ratios, and the paths' agreement."""
     rounds = {path: [] for path in PATHS}
     for r in range(repeats):
         for path in PATHS if r % 2 == 0 else PATHS[::-1]:

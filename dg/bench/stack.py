@@ -21,7 +21,7 @@ from dg.bench.device import peak_bandwidth_gb_s
 ROOT = Path(__file__).resolve().parents[2]
 # What each part imports beyond torch (modules); a part this Python cannot run is recorded as "missing", not run.
 PART_NEEDS = {"kernel_tests": ("pytest", "triton", "PIL", "transformers"), "sampling_step": ("triton",),
-              "sampler": ("transformers",), "compiled": ("transformers",), "hybrid": ("transformers",),
+              "sampler": ("transformers",), "graphs": ("transformers",), "hybrid": ("transformers",),
               "replicas": ("ray", "transformers")}
 MIN_TRANSFORMERS = (5, 23)  # DiffusionGemma as dg drives it
 

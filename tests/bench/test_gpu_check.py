@@ -17,7 +17,7 @@ from dg.bench.gpu_check import CheckPlan, designed_logits, main, run_part
 from dg.kernels.reference import sample_step_torch
 
 ROOT = gpu_check.ROOT
-PARTS = {"kernel_tests", "sampling_step", "sampler", "compiled", "hybrid", "replicas"}
+PARTS = {"kernel_tests", "sampling_step", "sampler", "graphs", "hybrid", "replicas"}
 PROBE_WHEEL = "dgprobe-1.0-py3-none-any.whl"
 
 
@@ -155,7 +155,7 @@ def test_the_full_plan_fits_its_budget_and_an_oversized_one_is_refused():
     assert plan.step_shape == (1, 256, 262_144) and plan.steps_per_canvas == 12 and plan.kernel_tests is None
     assert sum(plan.limits_s.values()) + gpu_check.START_OVERHEAD_S <= gpu_check.TOTAL_BUDGET_S == 360
     with pytest.raises(ValueError, match="budget"):
-        CheckPlan(limits_s={"kernel_tests": 150, "sampling_step": 50, "sampler": 90, "compiled": 100, "hybrid": 40,
+        CheckPlan(limits_s={"kernel_tests": 150, "sampling_step": 50, "sampler": 90, "graphs": 100, "hybrid": 40,
                             "replicas": 40})
     with pytest.raises(ValueError, match="steps_per_canvas must be >= 2, got 1"):
         CheckPlan(steps_per_canvas=1)
@@ -171,15 +171,18 @@ def test_designed_logits_accept_exactly_the_designed_positions_at_the_release_vo
     assert (step.entropy[one_hot] == 0).all() and (step.entropy[~expected] > 4).all()
 
 
-def test_smoke_compiled_part_times_diffusion_and_ar_on_a_static_cache(smoke_report, positive_finite):
-    result = smoke_report[1]["parts"]["compiled"]["result"]
-    plan = CheckPlan.for_smoke()
-    assert "diffusion" not in result and "ar" not in result  # the eager runs are the sampler part's
-    run, ar = result["compiled"]["diffusion"][0], result["compiled"]["ar"]
-    assert run["fast_paths"] == ar["fast_paths"] == "static cache, compiled (eager)"
-    assert run["steps"] == plan.steps_per_canvas * plan.canvases and run["tokens"] > 0
-    assert all(positive_finite(x) for x in (run["tps"], run["ms_per_step"], run["warm_up_s"], ar["tps"]))
-    assert result["summary"]["ar_fast_paths"] == ar["fast_paths"]
+def test_smoke_graphs_part_times_eager_and_graphed_passes_side_by_side_and_they_agree(smoke_report, positive_finite):
+    record = smoke_report[1]["parts"]["graphs"]
+    result, plan = record["result"], CheckPlan.for_smoke()
+    assert record["status"] == "ok" and result["device"] == "cpu" and "roofline" not in result  # no known GPU
+    assert (result["prompt_tokens"], result["steps"], result["tokens"]) == (plan.prompt_length, plan.steps_per_canvas,
+                                                                            plan.ar_tokens)
+    assert result["same_ar_tokens"] and result["same_decoder_argmax"]  # float32: the stand-in is the eager pass
+    times = [result[f"{path}_{k}"] for path in ("eager", "graphs") for k in ("step_ms", "token_ms", "first_step_ms")]
+    assert all(positive_finite(x) for x in times)
+    assert result["step_eager_vs_graphs"] == pytest.approx(result["eager_step_ms"] / result["graphs_step_ms"])
+    lines = gpu_check.describe("graphs", result)
+    assert lines[0].startswith("decoder step: eager ") and "graphs" in lines[0] and lines[1].startswith("AR token")
 
 
 def test_smoke_hybrid_part_times_hybrid_beside_ar_and_diffusion_and_says_what_it_measures(smoke_report,
@@ -208,5 +211,5 @@ def test_a_part_this_python_cannot_import_is_named_in_one_line(monkeypatch):
     assert line.startswith("needs pytest,") and "gpu-wheels.sh" in line and "\n" not in line
     assert stack.missing_needs("sampler") is None
     monkeypatch.setattr(stack.metadata, "version", lambda name: "5.17.0")
-    assert "transformers >= 5.23 (this one is 5.17.0)" in stack.missing_needs("compiled")
+    assert "transformers >= 5.23 (this one is 5.17.0)" in stack.missing_needs("graphs")
     assert set(stack.PART_NEEDS) == set(gpu_check.PART_LIMITS_S)  # every part says what it imports
