@@ -17,7 +17,7 @@ Metrics (report §3.4; see ../README.md):
 
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -225,6 +225,10 @@ class Trace:
         return [r for r in (self.start, *self.steps, *self.canvases, *self.tokens, *self.rounds, self.end)
                 if r is not None]
 
+    def last_t(self) -> float:
+        """Seconds since the run started at its latest record held (0.0 before any)."""
+        return max((r.t for r in self.records if r.kind != "start"), default=0.0)
+
     def steps_of(self, canvas: int) -> list:
         return [r for r in self.steps if r.canvas == canvas]
 
@@ -251,7 +255,7 @@ class Trace:
 
 def compute_metrics(trace: Trace) -> dict:
     """NFE, TPF (report §3.4), effective steps, TTFT and throughputs of a (possibly partial) run."""
-    wall = trace.end.t if trace.end else max([r.t for r in trace.records if r.kind != "start"], default=0.0)
+    wall = trace.end.t if trace.end else trace.last_t()
     if trace.mode == "ar":
         pad = trace.start.pad_token_id if trace.start else None
         output = [r for r in trace.tokens if r.token_id != pad]  # pad is no output, as in a committed canvas
@@ -319,4 +323,4 @@ def _rates(*, tokens, nfe, tpf, tpf_transformers, effective_steps, total_steps, 
 
 def record_nbytes(record) -> int:
     """Bytes held by a record's arrays (what a per-step record costs in memory)."""
-    return sum(v.nbytes for v in asdict(record).values() if isinstance(v, np.ndarray))
+    return sum(v.nbytes for v in vars(record).values() if isinstance(v, np.ndarray))  # asdict would copy them

@@ -16,7 +16,7 @@ import time
 import weakref
 from collections import OrderedDict
 
-import numpy as np
+from dg.trace import record_nbytes
 
 MAX_SESSIONS = 256  # sessions whose state Gradio keeps, the least recently used dropped first: each costs
 # ~1 MB of RSS (its copy of every component's config, measured), so Gradio's default of 10,000 grew ~10 GB
@@ -27,9 +27,8 @@ RECORD_BYTES = 200  # a record's own overhead besides its arrays (measured: ~150
 
 def nbytes(trace) -> int:
     """The memory a trace's records hold: their arrays plus a per-record overhead."""
-    records = (*trace.steps, *trace.canvases, *trace.tokens, *trace.rounds)
-    arrays = sum(v.nbytes for r in records for v in vars(r).values() if isinstance(v, np.ndarray))
-    return arrays + RECORD_BYTES * len(records)
+    records = trace.records
+    return sum(record_nbytes(r) for r in records) + RECORD_BYTES * len(records)
 
 
 def newest_within(runs: tuple, budget: int | None = None) -> tuple:

@@ -100,8 +100,7 @@ class LiveRun:
         except Exception as err:  # the UI shows it; the partial trace stays
             self.error = f"{type(err).__name__}: {err}"
             if self.trace.start is not None and self.trace.end is None:
-                ends = (*self.trace.steps, *self.trace.canvases, *self.trace.tokens, *self.trace.rounds)
-                self._emit(RunEnd("error", 0, 0, max((r.t for r in ends), default=0.0)))
+                self._emit(RunEnd("error", 0, 0, self.trace.last_t()))
         finally:
             self.turns.leave(self.ticket)
             self._finished = True
