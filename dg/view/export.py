@@ -72,15 +72,20 @@ def _blend(hex_color: str, alpha: float = 0.3) -> tuple[int, int, int]:
     return tuple(round(alpha * c + (1 - alpha) * b) for c, b in zip(rgb, BACKGROUND))
 
 
-def _frame_content(trace, tokenizer, i: int | None) -> tuple[str, list[tuple[str, str, bool]]]:
-    """Header line and (piece, state, is_thought) cells of one frame."""
+def _frame_content(trace, tokenizer, i: int | None) -> tuple[str, list[tuple[str, list]]]:
+    """Header line and the frame's canvases: (label, [(piece, state, is_thought)]) for every canvas committed
+    before step `i`'s (at its last step, so a multi-canvas answer keeps its start) and then step `i`'s own."""
     if i is None:
         n = trace.start.canvas_length if trace.start else 16
-        return "waiting for first step", [("·", "noise", False)] * n
-    cells = [(c["piece"], c["state"], c["channel"] == "thought") for c in canvas_cells(trace, tokenizer, i)]
+        return "waiting for first step", [("", [("·", "noise", False)] * n)]
+    cells = lambda j: [(c["piece"], c["state"], c["channel"] == "thought")  # noqa: E731
+                       for c in canvas_cells(trace, tokenizer, j)]
     if trace.mode == "ar":
-        return f"AR · token {i + 1}/{len(trace.tokens)} · H {trace.tokens[i].entropy:.3f}", cells
+        return f"AR · token {i + 1}/{len(trace.tokens)} · H {trace.tokens[i].entropy:.3f}", [("", cells(i))]
     rec = trace.steps[i]
+    last_step = {s.canvas: j for j, s in enumerate(trace.steps[:i])}  # each earlier canvas's last step
+    blocks = [(f"canvas {c + 1}", cells(last_step[c])) for c in sorted(last_step) if c < rec.canvas]
+    blocks.append((f"canvas {rec.canvas + 1}" if blocks else "", cells(i)))
     header = (f"run step {i + 1}/{len(trace.steps)} · canvas {rec.canvas + 1}/{trace.start.max_canvases} · step "
               f"{rec.step}/{trace.start.config.get('max_denoising_steps', '?')} · τ {rec.temperature:.3f}"
               f" · accepted {rec.n_accepted}/{len(rec.accepted)}")
@@ -88,7 +93,28 @@ def _frame_content(trace, tokenizer, i: int | None) -> tuple[str, list[tuple[str
         header += f" · {STOP_LABELS.get(rec.stop_reason, rec.stop_reason)}"
     if trace.mode == "hybrid":
         header += hybrid.round_label(trace, i)
-    return header, cells
+    return header, blocks
+
+
+def _wrap(text: str, font, sep: str = " · ") -> list[str]:
+    """`text` in lines that fit the frame's width, broken between its ` · ` parts (a part too long alone is
+    cut with an ellipsis)."""
+    room = WIDTH - 2 * MARGIN
+    lines = []
+    for part in text.split(sep):
+        while font.getlength(part) > room:
+            part = part[:-2] + "…"
+        if lines and font.getlength(lines[-1] + sep + part) <= room:
+            lines[-1] += sep + part
+        else:
+            lines.append(part)
+    return lines
+
+
+def _blocks_height(blocks, font) -> int:
+    """Pixels the canvases of one frame take: per canvas its label line (when labelled) and its rows."""
+    return sum((LINE_H if label else 0) + max((y for _, y, _ in _layout(cells, font)), default=0) + CELL_H + GAP
+               for label, cells in blocks)
 
 
 def _layout(cells, font) -> list[tuple[int, int, int]]:
@@ -131,17 +157,25 @@ def _legend(draw, y, font) -> None:
         x += w + 2 * GAP
 
 
-def _draw_frame(caption: list[str], header: str, cells, height: int, font) -> Image.Image:
+def _draw_frame(caption: list[str], header: list[str], blocks, height: int, font) -> Image.Image:
     img = Image.new("RGB", (WIDTH, height), BACKGROUND)
     draw = ImageDraw.Draw(img)
     y = MARGIN
     for line in caption:
         draw.text((MARGIN, y), line, fill=MUTED, font=font)
         y += LINE_H
-    draw.text((MARGIN, y), header, fill=INK, font=font)
-    top = y + LINE_H + GAP
-    for (piece, state, thought), (x, dy, w) in zip(cells, _layout(cells, font)):
-        _draw_cell(draw, (x, top + dy, x + w, top + dy + CELL_H), piece, state, thought, font)
+    for line in header:
+        draw.text((MARGIN, y), line, fill=INK, font=font)
+        y += LINE_H
+    top = y + GAP
+    for label, cells in blocks:
+        if label:
+            draw.text((MARGIN, top), label, fill=MUTED, font=font)
+            top += LINE_H
+        boxes = _layout(cells, font)
+        for (piece, state, thought), (x, dy, w) in zip(cells, boxes):
+            _draw_cell(draw, (x, top + dy, x + w, top + dy + CELL_H), piece, state, thought, font)
+        top += max((dy for _, dy, _ in boxes), default=0) + CELL_H + GAP
     _legend(draw, height - MARGIN - CELL_H, font)
     return img
 
@@ -157,18 +191,20 @@ def _caption(trace, meta: dict | None) -> list[str]:
 
 def trace_gif(trace, tokenizer, path, *, fps: int = 8, max_frames: int = 400, meta: dict | None = None) -> Path:
     """Animated GIF, one frame per step (subsampled to `max_frames`), coloured and marked like the app
-    (thought tokens dashed), with what produced the run on top and the legend below every frame."""
+    (thought tokens dashed), with what produced the run on top, the step's header wrapped to the frame's
+    width, every canvas committed so far above the one being denoised, and the legend below every frame."""
     if fps <= 0:
         raise ValueError(f"fps must be > 0, got {fps}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     font = _font()
     indices = frame_indices(trace, max_frames) or [None]
-    contents = [_frame_content(trace, tokenizer, i) for i in indices]
-    caption = _caption(trace, meta)
-    rows_h = max((max((y for _, y, _ in _layout(cells, font)), default=0) + CELL_H for _, cells in contents))
-    height = MARGIN + LINE_H * (len(caption) + 1) + GAP + rows_h + 2 * GAP + CELL_H + MARGIN
-    frames = [_draw_frame(caption, header, cells, height, font) for header, cells in contents]
+    contents = [(_wrap(header, font), blocks) for header, blocks in (_frame_content(trace, tokenizer, i)
+                                                                     for i in indices)]
+    caption = [line for part in _caption(trace, meta) for line in _wrap(part, font)]
+    body_h = max(LINE_H * len(header) + _blocks_height(blocks, font) for header, blocks in contents)
+    height = MARGIN + LINE_H * len(caption) + GAP + body_h + 2 * GAP + CELL_H + MARGIN
+    frames = [_draw_frame(caption, header, blocks, height, font) for header, blocks in contents]
     frames[0].save(path, save_all=True, append_images=frames[1:], duration=round(1000 / fps), loop=0,
                    optimize=False, comment=json.dumps(run_facts(trace, meta)).encode())
     return path

@@ -32,12 +32,33 @@ def test_every_export_says_what_produced_the_run(diffusion_trace, processor, tmp
 def test_the_gif_marks_thought_tokens_dashed_as_the_app_does(processor):
     font = export._font()
     cells = [("abc", "noise", False), ("abc", "noise", True)]
-    img = export._draw_frame(["caption"], "header", cells, 160, font)
+    img = export._draw_frame(["caption"], ["header"], [("", cells)], 160, font)
     (x0, y0, w0), (x1, y1, w1) = export._layout(cells, font)
     top = 8 + 2 * export.LINE_H + export.GAP  # caption line, header line
     solid = [img.getpixel((x, top + y0)) for x in range(x0 + 4, x0 + w0 - 4)]
     dashed = [img.getpixel((x, top + y1)) for x in range(x1 + 4, x1 + w1 - 4)]
     assert len(set(solid)) == 1 and len(set(dashed)) > 1
+
+
+def test_a_gif_frame_keeps_every_committed_canvas_above_the_one_being_denoised(diffusion_trace, processor):
+    steps = diffusion_trace.steps
+    assert len({s.canvas for s in steps}) >= 2  # the fixture spans canvases
+    first = next(j for j, s in enumerate(steps) if s.canvas == 1)
+    header, blocks = export._frame_content(diffusion_trace, processor.tokenizer, first)
+    assert [label for label, _ in blocks] == ["canvas 1", "canvas 2"]
+    last_of_first = max(j for j, s in enumerate(steps) if s.canvas == 0)
+    assert blocks[0][1] == export._frame_content(diffusion_trace, processor.tokenizer, last_of_first)[1][0][1]
+    assert [label for label, _ in export._frame_content(diffusion_trace, processor.tokenizer, 0)[1]] == [""]
+
+
+def test_a_gif_header_wraps_between_its_parts_and_never_runs_past_the_frame():
+    font = export._font()
+    header = " · ".join(f"part {i} of a long header" for i in range(12))
+    lines = export._wrap(header, font)
+    assert len(lines) > 1 and all(font.getlength(line) <= export.WIDTH - 2 * export.MARGIN for line in lines)
+    assert " · ".join(lines) == header  # broken only between parts, nothing lost
+    (alone,) = export._wrap("x" * 400, font)
+    assert alone.endswith("…") and font.getlength(alone) <= export.WIDTH - 2 * export.MARGIN
 
 
 def test_gif_has_one_frame_per_step_and_opens_with_pil(diffusion_trace, processor, tmp_path):
