@@ -6,7 +6,8 @@ import torch
 
 from dg.config import SamplerConfig
 from dg.drafts import Draft
-from dg.noise import corrupt, denoise_once, sample_t
+from dg.denoise import denoise_once
+from dg.noise import corrupt, sample_t
 from dg.prompts import build_inputs
 from dg.sampler import generate_diffusion
 

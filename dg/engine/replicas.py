@@ -45,7 +45,7 @@ from dg.engine.runner import stream_mode
 from dg.engine.turns import Ticket
 from dg.engine.worker import HostInfo, _raise, yield_threads
 from dg.loading import EMBEDDED_MODEL, Loaded, load, load_skeleton, one_line
-from dg.noise import denoise_once
+from dg.denoise import denoise_once
 from dg.trace import RunEnd
 
 ROOT = Path(__file__).resolve().parents[2]  # on the replicas' PYTHONPATH: they import dg as the app does
@@ -179,7 +179,7 @@ class ModelReplica:
             cancel.set()
 
     async def denoise(self, prompt: str, canvas_ids: list[int], route=None) -> dict:
-        """Learn's one decoder pass (dg.noise.denoise_once), between two records of the open runs."""
+        """Learn's one decoder pass (dg.denoise.denoise_once), between two records of the open runs."""
         if self.error:
             raise RuntimeError(self.error)
         return await asyncio.get_running_loop().run_in_executor(

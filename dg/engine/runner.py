@@ -19,7 +19,7 @@ from dg import modes
 from dg.config import SamplerConfig
 from dg.drafts import Draft
 from dg.loading import Loaded
-from dg.noise import denoise_once
+from dg.denoise import denoise_once
 
 
 def stream_mode(loaded: Loaded, mode: str, inputs: dict, settings: SamplerConfig,
@@ -42,7 +42,7 @@ class Runner(Protocol):
         dg.engine.turns does here (seeded before its first record, its state kept between records)."""
 
     def denoise(self, prompt: str, canvas_ids: list[int]) -> dict:
-        """Learn's one decoder pass (dg.noise.denoise_once) on `canvas_ids` after `prompt`."""
+        """Learn's one decoder pass (dg.denoise.denoise_once) on `canvas_ids` after `prompt`."""
 
     def describe(self) -> str:
         """The model's title line: source, size, vocabulary, canvas, dtype, where it runs."""

@@ -47,7 +47,7 @@ from dg.engine.memory import trim
 from dg.engine.runner import stream_mode
 from dg.engine.turns import Ticket
 from dg.loading import EMBEDDED_MODEL, Loaded, load, load_skeleton, share_cpu
-from dg.noise import denoise_once
+from dg.denoise import denoise_once
 from dg.trace import RunEnd
 
 POLL_S = 0.5  # while waiting for a reply, check this often that the child is still alive
@@ -337,7 +337,7 @@ class WorkerProcess:
                     pass
 
     def denoise(self, prompt: str, canvas_ids: list[int]) -> dict:
-        """Learn's one decoder pass (dg.noise.denoise_once) on the child's model."""
+        """Learn's one decoder pass (dg.denoise.denoise_once) on the child's model."""
         return self._call("denoise", prompt, [int(i) for i in canvas_ids], restart=True)[0]
 
     def yield_cpu(self, increment: int = APP_NICE) -> None:

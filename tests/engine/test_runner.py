@@ -10,7 +10,7 @@ from dg.ar import generate_ar
 from dg.config import MODES, SamplerConfig
 from dg.edits import CanvasEdit
 from dg.engine.runner import InProcess, stream_mode
-from dg.noise import denoise_once
+from dg.denoise import denoise_once
 from dg.sampler import generate_diffusion
 from tests.engine.conftest import PROMPT
 

@@ -20,7 +20,7 @@ from dg.ar import generate_ar
 from dg.config import MODES, SamplerConfig
 from dg.edits import CanvasEdit
 from dg.loading import share_cpu
-from dg.noise import denoise_once
+from dg.denoise import denoise_once
 from dg.sampler import generate_diffusion
 from dg.trace import Trace
 from dg.engine import runs as live
