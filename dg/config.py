@@ -13,7 +13,12 @@ from dataclasses import asdict, dataclass, fields, replace
 
 from dg.kernels.sampling import BACKENDS
 
-MODES = ("diffusion", "ar", "hybrid")  # the decoding modes (dg.engine.runner.stream_mode runs each)
+MODES = ("diffusion", "ar", "hybrid")  # the decoding modes (dg.modes.stream_mode runs each)
+
+
+def whole_canvases(tokens: int, canvas_length: int) -> int:
+    """How many canvases `tokens` take: a diffusion budget is spent a whole canvas at a time."""
+    return -(-tokens // canvas_length)
 
 @dataclass(frozen=True)
 class Knob:

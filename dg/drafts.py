@@ -14,12 +14,12 @@ text (an EOS, then pad, pinned). Typed control tokens stay their characters, as 
     python -m dg generate --prompt "Write a story." --draft "Tom had a dog. {{12}} The dog was happy."
 """
 
-import math
 import re
 from dataclasses import dataclass
 
 import torch
 
+from dg.config import whole_canvases
 from dg.passes import eos_token_ids, pad_token_id
 from dg.prompts import check_text
 
@@ -100,7 +100,7 @@ def build_draft(tokenizer, text: str, *, canvas_length: int, max_new_tokens: int
             ids += [pad_token_id] * piece
             free += [True] * piece
     blanks = any(not isinstance(p, str) for p in pieces)
-    budget = math.ceil(max_new_tokens / canvas_length) * canvas_length
+    budget = whole_canvases(max_new_tokens, canvas_length) * canvas_length
     ends = blanks and pieces[-1] is not None
     used = len(ids) + (1 if ends else 0)
     if used > budget:
@@ -109,7 +109,7 @@ def build_draft(tokenizer, text: str, *, canvas_length: int, max_new_tokens: int
     if ends:  # the whole reply: its turn ends here, then pad to the canvas's end
         ids.append(eos_token_id)
         free.append(False)
-    length = budget if blanks and not ends else math.ceil(len(ids) / canvas_length) * canvas_length
+    length = budget if blanks and not ends else whole_canvases(len(ids), canvas_length) * canvas_length
     rest = length - len(ids)
     noise = torch.randint(0, vocab_size, (1, length), generator=generator)
     canvas = noise.clone()

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import torch
 
 from dg.ar import next_token_logits
-from dg.config import SamplerConfig
+from dg.config import SamplerConfig, whole_canvases
 from dg.passes import eos_token_ids, pad_token_id, split_inputs, token_record, top_k
 from dg.paths import Run, open_passes
 from dg.sampler import denoise_step, step_record
@@ -74,7 +74,7 @@ def stream_hybrid(model, inputs: dict, config: SamplerConfig | None = None, *, c
     input_ids, extra = split_inputs(inputs)
     base, length = input_ids.shape[1], model.config.canvas_length
     eos_ids = eos_token_ids(model)
-    n_canvases = -(-config.max_new_tokens // length)  # canvas k is drafted only while fewer than k·C + C tokens are
+    n_canvases = whole_canvases(config.max_new_tokens, length)  # canvas k is drafted only while fewer than k·C + C tokens are
     with open_passes(model, path, base + n_canvases * length, rollback=True) as passes:
         h = Hybrid(Run(model, passes, cancel), config, draft_steps, set(eos_ids))
         yield RunStart("hybrid", base, length, model.config.text_config.vocab_size, config.max_new_tokens,

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from dg.ar import warm_ar_path
-from dg.config import SamplerConfig
+from dg.config import SamplerConfig, whole_canvases
 from dg.passes import eos_token_ids, pad_token_id
 from dg.paths import choose_path
 
@@ -182,7 +182,7 @@ def check_inputs(model, inputs: dict, config: SamplerConfig) -> None:
     limit = model.config.get_text_config().max_position_embeddings
     canvas = model.config.canvas_length
     prompt = inputs["input_ids"].shape[1]
-    budget = -(-config.max_new_tokens // canvas) * canvas
+    budget = whole_canvases(config.max_new_tokens, canvas) * canvas
     if limit is not None and prompt + budget > limit:
         raise ValueError(f"prompt is {prompt} tokens; with max_new_tokens {config.max_new_tokens} "
                          f"({budget} canvas tokens) that exceeds the model's {limit} positions")

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from dg.config import SamplerConfig
+from dg.config import SamplerConfig, whole_canvases
 from dg.drafts import Draft
 from dg.kernels.reference import StepSample, entropy_bound_mask
 from dg.kernels.sampling import sample_step
@@ -163,7 +163,7 @@ def stream_diffusion(model, inputs: dict, config: SamplerConfig | None = None, *
     vocab_size = model.config.text_config.vocab_size
     eos_ids, pad = eos_token_ids(model), pad_token_id(model)
     seeds = _seed_canvases(draft, canvas_length, device)
-    n_canvases = math.ceil(config.max_new_tokens / canvas_length)
+    n_canvases = whole_canvases(config.max_new_tokens, canvas_length)
     with open_passes(model, path, input_ids.shape[1] + n_canvases * canvas_length) as passes:
         run = Run(model, passes, cancel)
         yield RunStart("diffusion", input_ids.shape[1], canvas_length, vocab_size, config.max_new_tokens,

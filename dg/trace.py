@@ -16,10 +16,11 @@ Metrics (report §3.4; see ../README.md):
 """
 
 import json
-import math
 from dataclasses import dataclass, field, fields
 
 import numpy as np
+
+from dg.config import whole_canvases
 
 
 @dataclass
@@ -37,7 +38,7 @@ class RunStart:
     @property
     def max_canvases(self) -> int:
         """Canvases the token budget allows (the budget is rounded up to whole canvases)."""
-        return math.ceil(self.max_new_tokens / self.canvas_length)
+        return whole_canvases(self.max_new_tokens, self.canvas_length)
 
 
 @dataclass
