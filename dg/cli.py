@@ -76,7 +76,7 @@ def run_generate(args) -> Trace:
         raise ValueError(f"--ar-temperature must be a finite number > 0, got {args.ar_temperature}")
     if args.draft is not None and args.mode != "diffusion":  # before the model loads: a flag error is instant
         raise ValueError(f"--draft seeds the diffusion canvas; it does not apply to --mode {args.mode}")
-    loaded = load(args.model, device=args.device, path=args.path)
+    loaded = load(args.model, device=args.device, path=args.path, warm=False)  # one run: nothing to prepare ahead
     share_cpu(loaded.device)  # threads as the app picks them
     config = SamplerConfig.from_generation_config(loaded.model.generation_config, **overrides)
     check_backend(config.backend, loaded.device)

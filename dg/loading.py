@@ -264,10 +264,11 @@ def load_ar_model(source: str, device=None) -> ARModel:
 
 
 def load(model: str | os.PathLike | None = None, device=None, dtype: torch.dtype | None = None,
-         path: str = "auto") -> Loaded:
+         path: str = "auto", warm: bool = True) -> Loaded:
     """The checkpoint on `device` (CUDA when available), its processor and sampler defaults; `path` (dg.paths:
     "auto" | "eager" | "compiled" | "graphs") is how every run passes through it: a compiled AR step is warmed
-    here, graphed passes are captured in the first run that makes each shape."""
+    here unless `warm` is False (a process making one run, which pays it then, and only if it is AR), graphed
+    passes are captured in the first run that makes each shape."""
     from transformers import AutoProcessor, DiffusionGemmaForBlockDiffusion
     from transformers.utils import logging as hf_logging
 
@@ -290,7 +291,8 @@ def load(model: str | os.PathLike | None = None, device=None, dtype: torch.dtype
         raise ValueError(f"cannot load the checkpoint {source}: {one_line(err)}") from err
     if path == "graphs" and net.config._attn_implementation != "sdpa":
         net.set_attn_implementation("sdpa")  # the graphed passes' masks are sdpa's boolean ones
-    warm_ar_path(net, path)
+    if warm:
+        warm_ar_path(net, path)
     return Loaded(net, processor, sampler_config, source, device, dtype, path)
 
 

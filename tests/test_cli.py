@@ -52,6 +52,16 @@ def test_ar_path_is_a_flag_and_an_unknown_one_exits_2(checkpoint_dir, capsys):
     assert exit_.value.code == 2 and "--ar-path" in err and "'fast'" in err and len(err.strip().splitlines()) == 1
 
 
+def test_the_cli_in_diffusion_mode_never_prepares_the_ar_path(checkpoint_dir, capsys, monkeypatch):
+    import dg.ar
+
+    compiled = []
+    monkeypatch.setattr(dg.ar, "generate_ar", lambda *a, **k: compiled.append(k) or pytest.fail("AR ran"))
+    assert main(["generate", "--model", str(checkpoint_dir), "--prompt", "Hi", "--path", "compiled",
+                 "--max-new-tokens", "16", "--max-denoising-steps", "2"]) == 0
+    assert compiled == [] and "forward passes" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--prompt", " "], "prompt is empty"),
     (["--prompt", "hi", "--entropy-bound", "0"], "entropy_bound"),
