@@ -59,6 +59,10 @@ PLOT_LAYOUT = dict(paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)", 
                    margin=dict(l=60, r=20, t=90, b=50), title=dict(x=0.01, xanchor="left"))
 PLOT_AXES = dict(gridcolor="rgba(148,163,184,0.25)", zerolinecolor="rgba(148,163,184,0.4)")
 
+# System font stacks for the whole page: Gradio's default theme names a web font that an offline room lacks,
+# and its fallback drew some glyphs (a bold capital "A") from another face.
+SANS = 'ui-sans-serif,system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,"Noto Sans","DejaVu Sans",sans-serif'
+MONO = 'ui-monospace,SFMono-Regular,Menlo,Consolas,"DejaVu Sans Mono",monospace'
 CSS = """<style>
 .dg-view{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:13px;color:inherit}
 .dg-title{font-weight:600;margin:2px 0 6px}
@@ -103,7 +107,10 @@ body.dg-presenter .dg-view{font-size:20px}
 body.dg-presenter #dg-canvas .dg-cell,body.dg-presenter #dg-edit-canvas .dg-cell{padding:5px 9px;border-width:2.5px}
 body.dg-presenter #dg-canvas .dg-pinned,body.dg-presenter #dg-edit-canvas .dg-pinned{padding:3.5px 7.5px;border-width:4px}
 body.dg-presenter .dg-clabel,body.dg-presenter .dg-legend .dg-what,body.dg-presenter .dg-group{font-size:15px}
+#dg-edit-compare{overflow-x:auto}
+#dg-edit-compare th,#dg-edit-compare td{word-break:keep-all;overflow-wrap:normal;white-space:nowrap}
 """
+CSS += f"body,.gradio-container{{--font:{SANS};--font-mono:{MONO}}}\n"
 # each state's fill as a class, so a canvas cell names its state instead of carrying an inline style
 CSS += "".join(f".dg-cell.dg-{state}{{background:{color}33;border-color:{color}}}\n"
                for state, color in STATE_COLORS.items()) + "</style>"
