@@ -168,3 +168,13 @@ def test_app_py_on_a_folder_without_weights_is_one_line(broken_checkpoints):
                           env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"})
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "no file named model.safetensors" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_app_py_with_replicas_but_no_ray_says_what_to_install_in_one_line():
+    # the app's quick start installs no Ray: a Python where `import ray` fails, as there
+    code = ("import sys; sys.modules['ray'] = None; sys.argv = ['app.py', '--replicas', '2']; "
+            "import runpy; runpy.run_path('app.py', run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == "app.py: --replicas needs Ray Serve (ray is not installed): pip install -r requirements.txt"

@@ -118,7 +118,7 @@ def main() -> None:
     parser.add_argument("--host", default=None, help="default: $GRADIO_SERVER_NAME, else 127.0.0.1 (0.0.0.0: the LAN)")
     parser.add_argument("--share", action="store_true")
     parser.add_argument("--path", "--ar-path", dest="path", choices=PATHS, default="auto",
-                        help="how the passes run (dg.paths): eager, compiled (AR's step), graphs; auto: compiled on "
+                        help="how the passes run (dg.paths): eager, compiled (AR's step), graphs; auto: graphs on "
                              "CUDA, eager on a CPU")
     parser.add_argument("--in-process", action="store_true",
                         help="run the model in a thread of the server's process, not in its worker process")
@@ -132,7 +132,11 @@ def main() -> None:
         if args.ray_address and not args.replicas:
             raise ValueError("--ray-address starts replicas there: give --replicas N too")
         if args.replicas:
-            from dg.engine.replicas import ReplicaSpec
+            try:
+                from dg.engine.replicas import ReplicaSpec
+            except ModuleNotFoundError as err:  # the app's quick start installs no Ray
+                raise ValueError(f"--replicas needs Ray Serve ({err.name} is not installed): "
+                                 "pip install -r requirements.txt") from None
 
             loaded = start_replicas(ReplicaSpec.parse(args.replicas, address=args.ray_address), args.model)
         else:
