@@ -41,7 +41,7 @@ from ray.serve.exceptions import RayServeException
 from dg.config import SamplerConfig
 from dg.engine.memory import trim
 from dg.engine.routing import PLACEMENT
-from dg.engine.runner import stream_mode
+from dg.engine.runner import Hosted, stream_mode
 from dg.engine.turns import Ticket
 from dg.engine.worker import HostInfo, _raise, yield_threads
 from dg.loading import EMBEDDED_MODEL, Loaded, load, load_skeleton, one_line
@@ -340,26 +340,18 @@ class ServeReplicas:
 
 
 @dataclass
-class InReplicas(Loaded):
-    """The runner (dg.engine.runner.Runner) whose model lives in Ray Serve replicas: `model` here is its
-    meta-device skeleton (config and generation config, no weights); `device` is where the app builds inputs."""
+class InReplicas(Hosted):
+    """The runner (dg.engine.runner.Runner) whose model lives in Ray Serve replicas (`host`)."""
 
-    replicas: ServeReplicas | None = None
-
-    def stream(self, mode, inputs, settings, seed, cancel, draft=None):
-        return self.replicas.stream(mode, inputs, settings, seed, cancel, draft)
-
-    def denoise(self, prompt, canvas_ids):
-        return self.replicas.denoise(prompt, canvas_ids)
+    @property
+    def replicas(self) -> ServeReplicas:
+        return self.host
 
     def describe(self) -> str:
         return f"{self.replicas.info.description}, in {self.replicas.spec} Ray Serve replicas"
 
     def yield_cpu(self) -> None:
         yield_threads()  # the replicas on this host keep their priority: drawing waits for the model
-
-    def close(self) -> None:
-        self.replicas.close()
 
 
 def start_replicas(spec: ReplicaSpec, model=None) -> InReplicas:
@@ -372,4 +364,4 @@ def start_replicas(spec: ReplicaSpec, model=None) -> InReplicas:
     except ValueError:
         replicas.close()
         raise
-    return InReplicas(**{f.name: getattr(seen, f.name) for f in fields(Loaded)}, replicas=replicas)
+    return InReplicas(**{f.name: getattr(seen, f.name) for f in fields(Loaded)}, host=replicas)

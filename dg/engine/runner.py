@@ -75,3 +75,21 @@ class InProcess(Loaded):
 
     def close(self) -> None:
         pass  # the weights go with the last reference
+
+
+@dataclass
+class Hosted(Loaded):
+    """A runner whose model lives elsewhere (a worker process, Ray Serve replicas) and is reached through
+    `host`: `model` here is a weightless meta-device skeleton (config and generation config) and `device` is
+    where the app builds inputs. The subclasses say how they describe themselves and share the CPU."""
+
+    host: object = None  # stream(mode, inputs, settings, seed, cancel, draft), denoise(prompt, ids), close()
+
+    def stream(self, mode, inputs, settings, seed, cancel, draft=None):
+        return self.host.stream(mode, inputs, settings, seed, cancel, draft)
+
+    def denoise(self, prompt, canvas_ids):
+        return self.host.denoise(prompt, canvas_ids)
+
+    def close(self) -> None:
+        self.host.close()

@@ -44,7 +44,7 @@ import torch
 
 from dg.config import SamplerConfig
 from dg.engine.memory import trim
-from dg.engine.runner import stream_mode
+from dg.engine.runner import Hosted, stream_mode
 from dg.engine.turns import Ticket
 from dg.loading import EMBEDDED_MODEL, Loaded, load, load_skeleton, share_cpu
 from dg.denoise import denoise_once
@@ -387,27 +387,18 @@ def yield_threads(increment: int = APP_NICE, spare: int | None = None) -> None:
 
 
 @dataclass
-class InWorker(Loaded):
-    """The runner (dg.engine.runner.Runner) whose model lives in a WorkerProcess: `model` here is its
-    meta-device skeleton (config and generation config, no weights) and `device` is where the app builds
-    inputs (the CPU)."""
+class InWorker(Hosted):
+    """The runner (dg.engine.runner.Runner) whose model lives in a WorkerProcess (`host`)."""
 
-    worker: WorkerProcess | None = None
-
-    def stream(self, mode, inputs, settings, seed, cancel, draft=None):
-        return self.worker.stream(mode, inputs, settings, seed, cancel, draft)
-
-    def denoise(self, prompt, canvas_ids):
-        return self.worker.denoise(prompt, canvas_ids)
+    @property
+    def worker(self) -> WorkerProcess:
+        return self.host
 
     def describe(self) -> str:
         return f"{self.worker.info.description}, in a worker process"
 
     def yield_cpu(self) -> None:
         self.worker.yield_cpu()
-
-    def close(self) -> None:
-        self.worker.close()
 
 
 def start_worker(model=None, device=None, path: str = "auto") -> InWorker:
@@ -421,4 +412,4 @@ def start_worker(model=None, device=None, path: str = "auto") -> InWorker:
     except ValueError:
         worker.close()
         raise
-    return InWorker(**{f.name: getattr(seen, f.name) for f in fields(Loaded)}, worker=worker)
+    return InWorker(**{f.name: getattr(seen, f.name) for f in fields(Loaded)}, host=worker)
