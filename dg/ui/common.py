@@ -10,6 +10,7 @@ the page goes away, and tells the user when a run failed or was stopped.
 import inspect
 import logging
 import math
+import os
 import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from dg.engine import runs
 from dg.engine.pace import Pace
 from dg.engine.runs import DEFAULT_FPS, LiveRun, Sessions, awatch, prepare_run
 from dg.engine.session import History
+from dg.prompts import open_image
 from dg.tiny.examples import EXAMPLES_DIR, load_rows
 
 FPS = DEFAULT_FPS  # live frames per second at most; the replay keeps every step
@@ -50,9 +52,10 @@ class RunState:
         return cls(gr.State(History(), time_to_live=RUNS_TTL_S), Sessions())
 
     def stop(self, request: gr.Request) -> str:
-        """The Stop buttons: cancel every run of the session that clicked."""
+        """The Stop buttons: cancel every run of the session that clicked; with none going, the status stays as
+        it is (a finished run's summary is not replaced)."""
         n = self.sessions.stop(session_id(request))
-        return "Stopping… what was produced so far stays in the replay." if n else "Nothing is running."
+        return "Stopping… what was produced so far stays in the replay." if n else gr.skip()
 
 
 UNREADABLE = {"InvalidPathError": "only files uploaded to this app can be used",
@@ -128,10 +131,33 @@ def refused_input():
         raise refusal(str(err)) from None
 
 
+def budget_limit(model) -> int:
+    """The largest token budget the model's positions hold beside a prompt (at least one token), in whole
+    canvases as `dg.loading.check_inputs` counts them: the token-budget slider's maximum."""
+    limit = model.config.get_text_config().max_position_embeddings
+    canvas = model.config.canvas_length
+    return (limit - 1) // canvas * canvas if limit is not None else None
+
+
+def open_upload(path):
+    """An uploaded picture (`dg.prompts.open_image`), or a one-line ValueError naming the file by its own
+    name, never by the server's temp path: "that file is not an image (notes.png): cannot identify image file"."""
+    try:
+        return open_image(path)
+    except ValueError as err:
+        path, name = str(path), os.path.basename(str(path))
+        why = err.__context__  # PIL's own error, which names the path again
+        if str(err).startswith("not an image") and why is not None:
+            reason = str(why).replace(f"'{path}'", "").replace(path, "").strip().splitlines()[0]
+            raise ValueError(f"that file is not an image ({name}): {reason}") from None
+        raise ValueError(str(err).replace(path, name).splitlines()[0]) from None
+
+
 def prepare(loaded, prompt, image, thinking, seed, knobs) -> tuple:
     """`dg.engine.runs.prepare_run` on the sliders' values, in order of `KNOBS`; bad input → gr.Error."""
     with refused_input():
-        return prepare_run(loaded, prompt, image, thinking, seed, dict(zip(KNOB_NAMES, knobs)))
+        picture = open_upload(image) if image else None
+        return prepare_run(loaded, prompt, picture, thinking, seed, dict(zip(KNOB_NAMES, knobs)))
 
 
 def with_knob(loaded, inputs, config, knob, value):

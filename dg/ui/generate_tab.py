@@ -18,12 +18,11 @@ import gradio as gr
 
 from dg.config import KNOBS
 from dg.loading import EMBEDDED_MODEL
-from dg.prompts import open_image
 from dg.trace import Trace
 from dg.ui import edit_panel
 from dg.ui import modes
-from dg.ui.common import (KNOB_NAMES, RunState, load_examples, paced_stream, picker, prepare, step_index,
-                          stream, with_api_names, with_knob)
+from dg.ui.common import (KNOB_NAMES, RunState, budget_limit, load_examples, open_upload, paced_stream, picker, prepare,
+                          refused_input, step_index, stream, with_api_names, with_knob)
 from dg.tiny.examples import SkillExamples
 from dg.tiny.scope import skill_of
 from dg.engine.pace import MAX_PACE_MS, Pace
@@ -157,10 +156,17 @@ def _input_column(loaded) -> Inputs:
             ": the tiny model's reply to them has no meaning" if is_embedded(loaded) else ""))
     with gr.Accordion("Sampler settings", open=False):
         config = loaded.sampler_config
-        knobs = [gr.Slider(k.low, k.high, value=getattr(config, k.name), step=k.step, label=k.name, info=k.help)
-                 for k in KNOBS]
-        seed = gr.Number(0, label="seed", precision=0, info="torch.manual_seed(seed) right before the run")
+        knobs = [_knob_slider(k, config, budget_limit(loaded.model)) for k in KNOBS]
+        # no precision=0: Gradio would round 1.5 to 2 and run another seed; dg's check refuses it instead
+        seed = gr.Number(0, label="seed", info="torch.manual_seed(seed) right before the run")
     return Inputs(prompt, image, preview, thinking, pace, go, stop, Settings(knobs, seed), mode)
+
+
+def _knob_slider(knob, config, budget: int | None) -> gr.Slider:
+    """A knob's slider over its `KNOBS` range; the token budget's ends where the model's positions do."""
+    high = min(knob.high, budget) if knob.name == "max_new_tokens" and budget else knob.high
+    return gr.Slider(knob.low, high, value=min(getattr(config, knob.name), high), step=knob.step, label=knob.name,
+                     info=knob.help)
 
 
 def _view_column(loaded) -> Views:
@@ -177,8 +183,8 @@ def _view_column(loaded) -> Views:
     step = gr.Slider(1, 2, value=1, step=1, label="Replay: run step (all canvases in order, from 1)",
                      elem_id="dg-replay", interactive=False)  # until a run exists
     with gr.Row():
-        pos = gr.Number(0, label="Inspect position (click a cell)", precision=0, elem_id="dg-pos", minimum=0,
-                        scale=1, min_width=120)
+        # no precision or minimum: Gradio would round 2.5 or word a -1 its own way; `check_pos` names both
+        pos = gr.Number(0, label="Inspect position (click a cell)", elem_id="dg-pos", scale=1, min_width=120)
         inspector = gr.HTML(scale=3)
     return Views(status, panel, canvas, text, run_picker, show, play, step, pos, inspector,
                  gr.Timer(PLAY_INTERVAL_S, active=False), gr.State(False))
@@ -206,23 +212,29 @@ def _results(ab) -> Results:
     return Results(*ab, [heat, settle, accepted, timeline], trace_file)
 
 
-def clamp_pos(trace, pos) -> int:
-    """The inspected position, clamped to the canvas (the box takes any number)."""
-    return min(max(int(pos or 0), 0), len(trace.steps[0].argmax) - 1) if trace.steps else 0
+def check_pos(trace, pos) -> int:
+    """The inspected position inside the canvas (the box takes any number); else a ValueError naming it."""
+    pos = pos or 0
+    if pos != int(pos):
+        raise ValueError(f"position must be a whole number, got {pos}")
+    pos = int(pos)
+    if trace.steps and not 0 <= pos < len(trace.steps[0].argmax):
+        raise ValueError(f"position {pos} is outside this canvas's 0–{len(trace.steps[0].argmax) - 1}")
+    return pos if trace.steps else 0
 
 
 def inspect_at(trace, tokenizer, index, pos) -> str:
-    """The inspector at a step index and position, both clamped to the trace."""
+    """The inspector at a step index (clamped to the trace) and a position inside the canvas."""
     if not trace.steps:
         return ""
     index = min(max(int(index), 0), len(trace.steps) - 1)
-    return render.inspector_html(trace, tokenizer, index, clamp_pos(trace, pos))
+    return render.inspector_html(trace, tokenizer, index, check_pos(trace, pos))
 
 
 def show_image(path):
     """The uploaded picture as a thumbnail, or a warning when it is not one."""
     try:
-        picture = open_image(path) if path else None
+        picture = open_upload(path) if path else None
     except ValueError as err:
         gr.Warning(str(err))
         picture = None
@@ -255,7 +267,7 @@ def _run_view(tokenizer, reference, views: Views, results: Results, kept: KeptRu
     trace = kept.trace
     n = len(trace.steps)
     return {views.canvas: render.canvas_parts(trace, tokenizer, n - 1 if n else None, show=show,
-                                             inspect=clamp_pos(trace, pos) if n else None),
+                                             inspect=check_pos(trace, pos) if n else None),
             views.panel: render.step_panel_html(trace, n - 1 if n else None),
             views.text: text_and_check(kept, tokenizer, reference),
             views.inspector: inspect_at(trace, tokenizer, n - 1, pos),
@@ -304,7 +316,8 @@ def _wire_generate(loaded, shared: RunState, reference: SkillExamples, inputs: I
 
     def pick(history, label, show, pos):
         kept = history.run(label)
-        return _run_view(tok, reference, views, results, kept, show, pos) if kept is not None else {}
+        with refused_input():  # a position outside the picked run's canvas
+            return _run_view(tok, reference, views, results, kept, show, pos) if kept is not None else {}
 
     def show_plots(history, label):
         trace = history.find(label)
@@ -334,8 +347,10 @@ def _wire_replay(loaded, shared: RunState, reference: SkillExamples, views: View
         if trace is None or not trace.steps:
             return gr.skip(), gr.skip(), gr.skip()
         index = step_index(trace, step)
-        return (render.canvas_parts(trace, tok, index, show=show, inspect=clamp_pos(trace, pos)),
-                render.step_panel_html(trace, index), inspect_at(trace, tok, index, pos))
+        with refused_input():  # a typed position outside the canvas: one line, the views stay as they were
+            inspect = check_pos(trace, pos)
+        return (render.canvas_parts(trace, tok, index, show=show, inspect=inspect),
+                render.step_panel_html(trace, index), inspect_at(trace, tok, index, inspect))
 
     def toggle(playing, history, label, step):
         trace = history.find(label)

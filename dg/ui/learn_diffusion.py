@@ -89,7 +89,7 @@ def _self_correction(loaded) -> None:
     with gr.Row():
         prompt = gr.Dropdown([r.prompt for r in rows], value=first and first.prompt, label="Example",
                              scale=3)
-        seed = gr.Number(0, label="seed", precision=0, scale=1)
+        seed = gr.Number(0, label="seed", scale=1)  # no rounding: dg refuses 1.5
         go = gr.Button("Run it and look for revisions", scale=1, elem_id="dg-revisions-go")
     found_line, found_view = gr.Markdown(elem_id="dg-revisions-line"), gr.HTML()
 

@@ -70,7 +70,7 @@ def _forward_process(loaded) -> None:
         sentence = gr.Textbox(story.answer, label="Answer to noise", info="the reference answer of the prompt")
     with gr.Row():
         t = gr.Slider(0, 1, value=0.5, step=0.01, label="t (noise level)", scale=3)
-        seed = gr.Number(0, label="noise seed", precision=0, scale=1)
+        seed = gr.Number(0, label="noise seed", scale=1)  # no rounding: check_seed refuses 1.5
         go = gr.Button("Ask the model for one denoising prediction", scale=2)
     noisy, prediction = gr.HTML(noise(story.answer, 0.5, 0)), gr.HTML()
     noise_io = dict(inputs=[sentence, t, seed], outputs=noisy)

@@ -273,7 +273,10 @@ def step_panel_html(trace, step_index: int | None = None) -> str:
                  f'{cfg.get("confidence_threshold", float("nan")):g}'),
              _kv("stable", "yes" if rec.stable else "no")]
     if trace.mode == "hybrid":
-        facts = [_kv(k, v) for k, v in hybrid.round_facts(trace, i).items()]
+        facts = hybrid.round_facts(trace, i)
+        if facts:  # the round's number alone: a live run has no known total, so no "7/7" while it runs
+            facts["round"] = hybrid.round_index(trace, i) + 1
+        facts = [_kv(k, v) for k, v in facts.items()]
         waiting = '<span class="dg-muted">AR has not verified this draft yet</span>'
         parts += [_group("verify round"), *(facts or [waiting])]
     canvas = next((c for c in trace.canvases if c.canvas == rec.canvas), None)
@@ -321,7 +324,7 @@ def inspector_html(trace, tokenizer, step_index: int, position: int) -> str:
     def piece(token_id):
         return esc(token_piece(tokenizer, token_id))
 
-    facts = [_kv("position", position), _kv("canvas · step", f"{rec.canvas + 1} · {rec.step}"),
+    facts = [_kv("position", position), _kv("canvas", rec.canvas + 1) + " · " + _kv("step", rec.step),
              _kv("run step", f"{step_index + 1} of {len(trace.steps)}"),
              _kv("entropy", f"{float(rec.entropy[position]):.4f}"), _kv("fed in", piece(rec.noisy[position])),
              _kv("argmax", piece(rec.argmax[position])), _kv("sampled", piece(rec.sampled[position])),
