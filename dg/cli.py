@@ -1,8 +1,9 @@
-"""Command line: generate with the instrumented sampler (or AR mode) and watch it in the terminal.
+"""Command line: generate with the instrumented sampler (or AR mode) and watch it in the terminal; race the modes.
 
     python -m dg generate --prompt "What is 2487 + 3356?" --thinking
     python -m dg generate --model google/diffusiongemma-26B-A4B-it --prompt "Why is the sky blue?" --json
     python -m dg generate --mode ar --prompt "Solve the sudoku: 12.4/3.12/2.41/41.3" --seed 0
+    python -m dg race                                 # the Race tab's three lanes, printed as they run
 
 `--seed N` calls `torch.manual_seed(N)` right before generation, so with `--backend torch` the tokens
 equal transformers' `model.generate()` after the same seed. Bad input exits with code 2 and a
@@ -58,7 +59,47 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="python -m dg", description="DiffusionGemma, live.")
     sub = parser.add_subparsers(dest="command", required=True)
     add_generate_args(sub.add_parser("generate", help="generate and show every denoising step"))
+    add_race_args(sub.add_parser("race", help="race diffusion, AR and hybrid on one prompt and print every lane"))
     return parser
+
+
+def add_race_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default=None, help="local folder or hub id (default: the embedded model)")
+    parser.add_argument("--ar-model", default=None, help="a separate causal LM for the AR lane")
+    parser.add_argument("--prompt", default=None, help="default: the Race tab's, a sum of three numbers, thinking on")
+    parser.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=None,
+                        help="default: on for the default prompt, off for one given with --prompt")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def run_race(args) -> None:
+    """The Race tab's three lanes on one prompt: each lane's line as it runs, then its text and the verdict."""
+    from dg.engine.race import start_race
+    from dg.engine.runner import InProcess
+    from dg.examples import SkillExamples
+    from dg.loading import load, load_ar_model, share_cpu
+    from dg.view.tables import side_stats, side_text, verdict
+
+    seed = check_seed(args.seed)  # before the model loads: a bad flag is instant
+    reference = SkillExamples.load()
+    if args.prompt is None:
+        row = reference.race_example()
+        args.prompt, args.thinking = row.prompt, row.thinking if args.thinking is None else args.thinking
+    loaded = InProcess.of(load(args.model))
+    ar_model = load_ar_model(args.ar_model) if args.ar_model else None
+    share_cpu(loaded.device)
+    race = start_race(loaded, args.prompt, thinking=bool(args.thinking), seed=seed, ar_model=ar_model)
+    names = list(race.lanes)
+    tokenizers = {"diffusion": loaded.tokenizer, "AR": race.ar_tokenizer, "hybrid": loaded.tokenizer}
+    for frame in race.frames(fps=2):
+        print("\n".join(f"{name:<9} {side_stats(trace)}" for name, trace in zip(names, frame)))
+    lanes = dict(zip(names, frame))
+    for name, trace in lanes.items():
+        print(f"{name + ':':<10}", side_text(trace, tokenizers[name]))
+    if ar_model is not None:
+        print(f"hybrid: {race.hybrid_label}")
+    print(verdict(lanes, {name: reference.check(args.prompt, None, trace, tokenizers[name])
+                          for name, trace in lanes.items()}))
 
 
 def run_generate(args) -> Trace:
@@ -178,6 +219,8 @@ def main(argv=None) -> int:
     try:
         if args.command == "generate":
             run_generate(args)
+        elif args.command == "race":
+            run_race(args)
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

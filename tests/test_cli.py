@@ -43,6 +43,16 @@ def test_ar_mode_and_the_live_view_print_a_summary(checkpoint_dir, capsys):
     assert "forward passes" in capsys.readouterr().out
 
 
+def test_race_prints_each_lane_as_it_runs_then_their_texts_and_the_verdict(checkpoint_dir, capsys):
+    assert main(["race", "--model", str(checkpoint_dir), "--prompt", "Hi", "--seed", "0"]) == 0
+    out = capsys.readouterr().out
+    for lane in ("diffusion", "AR", "hybrid"):
+        assert any(line.startswith(f"{lane} ") for line in out.splitlines())  # a live line per lane
+        assert any(line.startswith(f"{lane}:") for line in out.splitlines())  # then its text
+    assert main(["race", "--model", str(checkpoint_dir), "--prompt", "Hi", "--seed", "-1"]) == 2
+    assert "seed" in capsys.readouterr().err
+
+
 def test_ar_path_is_a_flag_and_an_unknown_one_exits_2(checkpoint_dir, capsys):
     assert main(["generate", "--model", str(checkpoint_dir), "--prompt", "Hi", "--mode", "ar", "--ar-path", "eager",
                  "--max-new-tokens", "4"]) == 0

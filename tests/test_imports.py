@@ -1,6 +1,9 @@
 """The layout is the architecture: dg/ has no import cycles; the core never reaches up into the engine, the
-UI, the views or the benchmarks, nor into gradio or plotly; the engine (dg/engine/) imports neither gradio nor
-plotly nor the UI; the views never import gradio, the UI or the engine; dg/ui/ holds only Gradio modules.
+UI, the views, the benchmarks, the app's examples or the tiny model, nor into gradio or plotly; the engine
+(dg/engine/) runs models for clients and imports neither gradio nor plotly, nor the UI, the views, the
+examples or the tiny model; the views never import gradio, the UI or the engine; dg/ui/ is the Gradio app:
+its tabs import gradio, and its plain modules (slow motion, the files it hands out, the runs a session keeps)
+serve the app alone; the app reaches the tiny model only through dg.examples.
 
 Read from the source with `ast` (imports inside functions count too), so a lazy import cannot hide an
 edge; then the core is imported for real with gradio and plotly made unimportable.
@@ -13,7 +16,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DG = ROOT / "dg"
-UPPER = ("dg.engine", "dg.ui", "dg.view", "dg.bench", "dg.tiny")  # the layers above the core, and the tiny model
+UPPER = ("dg.engine", "dg.ui", "dg.view", "dg.bench", "dg.tiny", "dg.examples")  # above the core, and the tiny model
+FRONT_END = ("cli.py", "__main__.py")  # the command line: a client of every layer, as the app is
+APP_ONLY = ("dg.ui.pace", "dg.ui.files", "dg.ui.kept")  # dg/ui's plain modules: what only the Gradio app needs
 FRONT_ENDS = ("gradio", "plotly")
 
 
@@ -73,8 +78,9 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def core_modules() -> list[Path]:
-    """The core: dg/*.py and its fast paths in dg/kernels/."""
-    return sorted([*DG.glob("*.py"), *(DG / "kernels").glob("*.py")])
+    """The core: dg/*.py (but the command line and the app's examples) and its fast paths in dg/kernels/."""
+    top = [p for p in DG.glob("*.py") if p.name not in FRONT_END and p.name != "examples.py"]
+    return sorted([*top, *(DG / "kernels").glob("*.py")])
 
 
 def test_the_import_graph_of_dg_has_no_cycles():
@@ -107,19 +113,32 @@ def offences(folder: str, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
     return found
 
 
-def test_the_engine_imports_neither_gradio_nor_plotly_nor_the_ui_nor_the_benchmarks():
+def test_the_engine_imports_neither_gradio_nor_plotly_nor_the_ui_the_views_the_examples_the_tiny_model_or_benches():
     assert len(list((DG / "engine").glob("*.py"))) > 5  # the folder is read, not empty
-    assert offences("engine", (*FRONT_ENDS, "dg.ui", "dg.bench")) == {}
+    assert offences("engine", (*FRONT_ENDS, "dg.ui", "dg.view", "dg.examples", "dg.tiny", "dg.bench")) == {}
+
+
+def test_the_app_s_examples_reach_only_the_core_and_the_tiny_model_s_skills():
+    names = {n for n in imported_names(DG / "examples.py") if n.startswith("dg.") and n != "dg.tiny"}  # the package
+    assert names and all(n.startswith(("dg.prompts", "dg.tiny.skills", "dg.tiny.scope")) for n in names), names
+
+
+def test_the_ui_reaches_the_tiny_model_only_through_the_examples():
+    assert offences("ui", ("dg.tiny",)) == {}
+    assert any("dg.examples" in imported_names(p) for p in (DG / "ui").glob("*.py"))  # the one way in is used
 
 
 def test_the_views_import_neither_gradio_nor_the_ui_nor_the_engine():
     assert offences("view", ("gradio", "dg.ui", "dg.engine", "dg.bench")) == {}
 
 
-def test_the_ui_holds_only_gradio_modules():
+def test_the_ui_holds_gradio_modules_and_the_plain_ones_only_the_app_reads():
     plain = [module_name(p) for p in sorted((DG / "ui").glob("*.py"))
              if p.name != "__init__.py" and not any(n.split(".")[0] == "gradio" for n in imported_names(p))]
-    assert plain == []
+    assert sorted(plain) == sorted(APP_ONLY)
+    readers = {module_name(p): sorted(n for n in imported_names(p) if n.startswith(APP_ONLY))
+               for p in DG.rglob("*.py") if not module_name(p).startswith("dg.ui")}
+    assert {m: names for m, names in readers.items() if names} == {}
 
 
 def test_a_forbidden_import_is_found_and_a_longer_name_that_shares_its_start_is_not(tmp_path, monkeypatch):

@@ -110,7 +110,7 @@ def embedded_revised_run():
     from dg.loading import load
     from dg.prompts import build_inputs
     from dg.sampler import generate_diffusion
-    from dg.tiny.examples import load_rows
+    from dg.examples import load_rows
 
     loaded = load()
     rows = [r for r in load_rows()["tiny"] if r.image is None]

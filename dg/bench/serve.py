@@ -39,7 +39,7 @@ from dg.engine.turns import TURNS
 from dg.loading import load
 from dg.prompts import build_inputs
 from dg.sampler import generate_diffusion
-from dg.tiny.examples import SKILL_GROUP, load_rows
+from dg.examples import SKILL_GROUP, load_rows
 
 KILL_AFTER = 0.25  # the share of the load's runs that end before a replica is killed
 P95 = 0.95

@@ -10,13 +10,11 @@ The three threads wait at a barrier and start together; on one device they share
 A separate AR model is loaded by dg.loading.load_ar_model (sized from its safetensors headers before it
 loads, on the diffusion model's GPU when it fits there, else on another GPU with room, else refused).
 
-    python -m dg.engine.race                    # the embedded tiny model on a three-term sum, thinking on
-    python -m dg.engine.race --ar-model google/gemma-4-E2B-it --prompt "Write a haiku about rain."
+    python -m dg race                    # the embedded tiny model on a three-term sum, thinking on
+    python -m dg race --ar-model google/gemma-4-E2B-it --prompt "Write a haiku about rain."
 """
 
-import argparse
 import math
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -26,12 +24,10 @@ import torch
 from transformers.generation.streamers import BaseStreamer
 
 from dg.config import SamplerConfig
-from dg.loading import ARModel, load_ar_model, share_cpu
+from dg.loading import ARModel
 from dg.passes import token_record
 from dg.prompts import build_inputs
 from dg.trace import RunEnd, RunStart, TokenRecord
-from dg.tiny.examples import SkillExamples
-from dg.engine.runner import InProcess
 from dg.engine.runs import DEFAULT_FPS, LiveRun, ar_run, diffusion_run, mode_run, watch
 
 
@@ -152,45 +148,3 @@ def start_race(loaded, prompt: str, *, inputs: dict | None = None, image=None, t
         return Race(diffusion, ar, hybrid, loaded.tokenizer).start()
     ar = hf_ar_run(ar_model, ar_model.inputs(prompt, thinking), config.max_new_tokens, label="AR", start_gate=gate)
     return Race(diffusion, ar, hybrid, ar_model.tokenizer, HYBRID_ON_DIFFUSION).start()
-
-
-def main() -> None:
-    from dg.loading import load
-    from dg.view.tables import side_stats, side_text, verdict
-
-    parser = argparse.ArgumentParser(description="Race diffusion, AR and hybrid on one prompt and print every lane.")
-    parser.add_argument("--model", default=None)
-    parser.add_argument("--ar-model", default=None, help="a separate causal LM for the AR lane")
-    parser.add_argument("--prompt", default=None,
-                        help="default: a sum of three numbers, thinking on (dg.tiny.examples)")
-    parser.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=None,
-                        help="default: on for the default prompt, off for one given with --prompt")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-    reference = SkillExamples.load()
-    if args.prompt is None:
-        row = reference.race_example()
-        args.prompt, args.thinking = row.prompt, row.thinking if args.thinking is None else args.thinking
-    try:
-        loaded = InProcess.of(load(args.model))
-        ar_model = load_ar_model(args.ar_model) if args.ar_model else None
-    except (FileNotFoundError, ValueError) as err:
-        print(f"dg.engine.race: {err}", file=sys.stderr)
-        raise SystemExit(2) from None
-    share_cpu(loaded.device)
-    race = start_race(loaded, args.prompt, thinking=bool(args.thinking), seed=args.seed, ar_model=ar_model)
-    names = list(race.lanes)
-    tokenizers = {"diffusion": loaded.tokenizer, "AR": race.ar_tokenizer, "hybrid": loaded.tokenizer}
-    for frame in race.frames(fps=2):
-        print("\n".join(f"{name:<9} {side_stats(trace)}" for name, trace in zip(names, frame)))
-    lanes = dict(zip(names, frame))
-    for name, trace in lanes.items():
-        print(f"{name + ':':<10}", side_text(trace, tokenizers[name]))
-    if ar_model is not None:
-        print(f"hybrid: {race.hybrid_label}")
-    print(verdict(lanes, {name: reference.check(args.prompt, None, trace, tokenizers[name])
-                          for name, trace in lanes.items()}))
-
-
-if __name__ == "__main__":
-    main()

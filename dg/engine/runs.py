@@ -17,10 +17,9 @@ outside the GIL); everything else here is the same whichever runner it is.
 `prepare_run` validates what a user set (prompt, image, seed, knobs) before any thread starts.
 A run whose thread raises ends with finish_reason "error" and keeps its partial trace.
 
-    python -m dg.engine.runs --prompt "What is 2487 + 3356?" --seed 0   # the embedded tiny model
+    python -m pytest tests/engine/test_runs.py -q
 """
 
-import argparse
 import asyncio
 import os
 import threading
@@ -31,11 +30,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import fields
 
 from dg.config import SamplerConfig, check_seed
-from dg.loading import check_inputs, share_cpu
+from dg.loading import check_inputs
 from dg.prompts import build_inputs, open_image
 from dg.trace import RunEnd, Trace
 from dg.engine.memory import trim
-from dg.engine.runner import InProcess
 from dg.engine.turns import TURNS, Ticket, Turns
 
 # Runs reuse worker threads: a fresh thread per run left ~0.1 MB of torch's per-thread state behind each
@@ -268,29 +266,3 @@ def waiting_message(run: LiveRun) -> str:
                     f"the model step by step, each within its budget; yours starts when one ends.")
         return "⏳ starting…"
     return "running… (encoder pass and first decoder step)"
-
-
-def main() -> None:
-    from dg.loading import load
-    from dg.prompts import decode_reply
-    from dg.view.tables import summary
-
-    parser = argparse.ArgumentParser(description="Run the sampler live and print each frame the UI would draw.")
-    parser.add_argument("--model", default=None)
-    parser.add_argument("--prompt", default="What is 2487 + 3356?")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--fps", type=float, default=DEFAULT_FPS)
-    args = parser.parse_args()
-    loaded = InProcess.of(load(args.model))
-    share_cpu(loaded.device)
-    run = diffusion_run(loaded, build_inputs(loaded.processor, args.prompt), loaded.sampler_config, args.seed).start()
-    for frame in run.frames(args.fps):
-        step = frame.steps[-1] if frame.steps else None
-        print(f"frame: {len(frame.steps)} steps, canvas {step.canvas + 1 if step else '-'}, done={frame.done}")
-    reply = decode_reply(loaded.tokenizer, run.trace.token_ids)
-    print(f"thought: {reply.thought}\nanswer:  {reply.answer}" if reply.thinking else reply.answer)
-    print(summary(run.trace))
-
-
-if __name__ == "__main__":
-    main()

@@ -1,15 +1,12 @@
-"""The app's example prompts for the embedded model, drawn from the skills with their reference answers.
+"""Writes the app's example prompts for the embedded model (examples.json, read by dg.examples), drawn from the
+skills with their reference answers.
 
 Each shipped example is a held-out draw of a skill generator (seeds far from training's), so its
-reference answer is the skill's own; pictures are saved next to `examples.json`. Rows read
-[prompt, image file or null, thinking, skill, reference answer]; the "general" group holds prompts for
-the released model (no reference: the tiny model cannot answer them, and the app says so); the "infill"
-group holds drafts with blanks on skill prompts (a story's middle, a pinned JSON value, sudoku cells); the
-"race" group holds the Race tab's default, a sum of three numbers found by running the model (`race_row`):
-the first held-out draw that diffusion gets wrong at the app's defaults and seed while greedy AR (and so
-hybrid decoding) gets it right.
-`load_rows` is the one reader of the file (`ExampleRow` per row); `SkillExamples` finds a run's example
-and checks its reply with the skill's own scorer (✓/✗ in the app).
+reference answer is the skill's own; pictures are saved next to `examples.json`. The "infill" group holds
+drafts with blanks on skill prompts (a story's middle, a pinned JSON value, sudoku cells); the "race" group
+holds the Race tab's default, a sum of three numbers found by running the model (`race_row`): the first
+held-out draw that diffusion gets wrong at the app's defaults and seed while greedy AR (and so hybrid
+decoding) gets it right; the "general" group (prompts for the released model) is kept as it is.
 
     python -m dg.tiny.examples --out assets/examples   # rewrite the "tiny", "infill" and "race" groups, the pictures
 """
@@ -18,36 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
+from dg.examples import EXAMPLES_DIR, ExampleRow
 from dg.prompts import decode_reply
 from dg.tiny import skills
-
-EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "assets" / "examples"
-SKILL_GROUP = "tiny"  # the group whose rows carry a skill and a reference answer
-RACE_GROUP = "race"  # the race's default prompt (a skill row too)
-
-
-class ExampleRow(NamedTuple):
-    """One row of examples.json, in the file's order."""
-
-    prompt: str
-    image: str | None  # a picture's file name in the examples folder
-    thinking: bool
-    skill: str | None  # None in the "general" group: prompts for the released model
-    answer: str | None  # the skill's reference answer
-    draft: str | None = None  # "infill" group: the reply with blanks (dg.drafts), its text pinned
-
-
-def load_rows(folder: Path = EXAMPLES_DIR) -> dict[str, tuple[ExampleRow, ...]]:
-    """examples.json as typed rows per group (the file's "_comment" left out): the one reader of the file."""
-    groups = json.loads((Path(folder) / "examples.json").read_text())
-    return {name: tuple(ExampleRow(*row) for row in rows) for name, rows in groups.items() if name != "_comment"}
 
 EXAMPLE_SEED_BASE = 900_000  # held out: training draws seeds >= 1000 in a stream far below this
 # (skill, draw, thinking[, terms]): every skill and every picture question, held-out draws (with the app's
@@ -115,63 +89,6 @@ def _draw(skill: str, draw: int, thinking: bool, terms: int | None = None) -> sk
     add_terms = None if terms is None else (terms,)
     return skills.make_example(skill, random.Random(EXAMPLE_SEED_BASE + draw), thinking=thinking,
                                add_terms=add_terms)
-
-
-def as_example(row: ExampleRow) -> skills.Example:
-    """A "tiny" row back as a scoreable `Example` (no image object: the scorer reads text only)."""
-    return skills.Example(row.skill, row.prompt, row.answer, "…" if row.thinking else "", None, target=row.answer)
-
-
-@dataclass(frozen=True)
-class Check:
-    """A reply against its example: the reference answer and whether the skill's scorer accepts the reply."""
-
-    reference: str
-    correct: bool
-
-
-@dataclass(frozen=True)
-class SkillExamples:
-    """The skill group's rows: which example a run's prompt is, and whether its reply is right."""
-
-    rows: tuple[ExampleRow, ...]
-
-    @classmethod
-    def load(cls, folder: Path = EXAMPLES_DIR) -> "SkillExamples":
-        groups = load_rows(folder)
-        return cls(groups.get(SKILL_GROUP, ()) + groups.get(RACE_GROUP, ()))
-
-    def find(self, prompt: str, image=None) -> ExampleRow | None:
-        """The example row with this prompt and picture (the picture by file name: the app hands the
-        example's file over under its own name), else None."""
-        name = os.path.basename(str(image)) if image else None
-        return next((row for row in self.rows if row.prompt == (prompt or "").strip() and row.image == name), None)
-
-    def check(self, prompt: str, image, trace, tokenizer) -> Check | None:
-        """The finished run's answer (thought stripped) against the example it answers; None when the
-        prompt is no skill example."""
-        row = self.find(prompt, image)
-        if row is None or trace.start is None:
-            return None
-        answer = decode_reply(tokenizer, trace.token_ids).answer
-        return Check(row.answer, skills.score(as_example(row), answer))
-
-    def race_example(self) -> ExampleRow:
-        """The race's default: the last sum of three numbers with thinking on (the "race" group's row, where
-        diffusion errs at the app's defaults and AR, and so hybrid, is right: diffusion's trace errs more often
-        than AR's); a long-answer skill example when the examples hold no such sum."""
-        rows = [row for row in reversed(self.rows) if not row.image]
-        three = (row for row in rows if row.skill == "arithmetic" and row.thinking and _terms(row.prompt) == 3)
-        long = (row for row in rows if row.skill in skills.LONG_SKILLS)
-        return next(three, None) or next(long, None) or RACE_FALLBACK
-
-
-RACE_FALLBACK = ExampleRow("Write a short story about a bear.", None, False, None, None)
-
-
-def _terms(prompt: str) -> int:
-    """How many numbers an addition prompt adds ('Add 55806, 5298 and 3132.' → 3)."""
-    return len(re.findall(r"\d+", prompt))
 
 
 def _embedded_model():

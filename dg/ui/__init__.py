@@ -1,4 +1,6 @@
-"""The Gradio demo: live runs in background threads (runs, race), session state, one module per tab.
+"""The Gradio app: `app` builds the page, a module per tab (`generate_tab`, `race_tab`, `learn_tab` with its two
+`learn_*` sections, the `edit_panel` under Generate), `common` and `modes` shared by them.
 
-Only the tab modules, `common` and `app` import gradio; `runs`, `race` and `session` run without it.
+Three plain modules serve the app alone: `pace` (slow motion), `files` (what it hands out, Gradio's cache) and
+`kept` (the runs a session keeps for replay). Runs themselves are the engine's (dg.engine).
 """

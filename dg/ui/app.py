@@ -22,10 +22,10 @@ from contextlib import contextmanager
 import gradio as gr
 import torch
 
-from dg.engine import files
+from dg.ui import files
 from dg.ui import generate_tab, learn_tab, race_tab
 from dg.ui.common import RunState, guard_inputs
-from dg.engine.memory import MAX_SESSIONS
+from dg.ui.kept import MAX_SESSIONS
 from dg.engine.turns import TURNS
 from dg.engine.runner import InProcess
 from dg.engine.worker import start_worker

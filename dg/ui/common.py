@@ -21,11 +21,11 @@ import gradio as gr
 
 from dg.config import KNOBS
 from dg.engine import runs
-from dg.engine.pace import Pace
+from dg.ui.pace import Pace
 from dg.engine.runs import DEFAULT_FPS, LiveRun, Sessions, awatch, prepare_run
-from dg.engine.session import History
+from dg.ui.kept import History
 from dg.prompts import open_image
-from dg.tiny.examples import EXAMPLES_DIR, load_rows
+from dg.examples import EXAMPLES_DIR, load_rows
 
 FPS = DEFAULT_FPS  # live frames per second at most; the replay keeps every step
 RUNS_TTL_S = 6 * 3600  # a session's replays are dropped this long after its last change

@@ -21,8 +21,8 @@ import gradio as gr
 from dg.drafts import blank_generator, draft_for
 from dg.edits import CanvasEdit
 from dg.engine.runs import mode_run, prepare_run
-from dg.engine.session import KeptRun
-from dg.tiny.examples import load_rows
+from dg.ui.kept import KeptRun
+from dg.examples import load_rows
 from dg.ui.common import KNOB_NAMES, RunState, paced_stream, picker, refused_input, refusal, with_api_names
 from dg.view.edit import edit_parts
 from dg.view.render import PARTS_TEMPLATE

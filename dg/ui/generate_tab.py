@@ -2,7 +2,7 @@
 inspector, A/B, plots.
 
 A run streams into the canvas while it denoises (dg.engine.runs in a background thread), at the pace the
-presenter set (dg.engine.pace: the sampler keeps its speed, the drawing slows down); when it ends it joins
+presenter set (dg.ui.pace: the sampler keeps its speed, the drawing slows down); when it ends it joins
 the session's history, the replay slider (run steps 1 … N, as every label counts) and the run picker
 reach every step of it, a skill example's reply is checked against its reference answer, and a
 chained event draws its four plots.
@@ -23,11 +23,12 @@ from dg.ui import edit_panel
 from dg.ui import modes
 from dg.ui.common import (KNOB_NAMES, RunState, budget_limit, load_examples, open_upload, paced_stream, picker, prepare,
                           refused_input, step_index, stream, with_api_names, with_knob)
-from dg.tiny.examples import SkillExamples
-from dg.tiny.scope import skill_of
-from dg.engine.pace import MAX_PACE_MS, Pace
+from dg.examples import SkillExamples
+from dg.examples import skill_of
+from dg.ui.pace import MAX_PACE_MS, Pace
 from dg.engine.runs import LiveRun, diffusion_run, waiting_message
-from dg.engine.session import KeptRun, scratch_dir
+from dg.ui.files import scratch_dir
+from dg.ui.kept import KeptRun
 from dg.view import export, notes, render
 from dg.view.tables import compare_table, summary
 from dg.view.theme import CSS

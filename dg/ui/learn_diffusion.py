@@ -16,7 +16,7 @@ import gradio as gr
 from dg import roofline
 from dg.engine.runs import diffusion_run, prepare_run
 from dg.revisions import best_revision, find_revisions, first_with_revision
-from dg.tiny.examples import EXAMPLES_DIR, load_rows
+from dg.examples import EXAMPLES_DIR, load_rows
 from dg.ui.common import refused_input
 from dg.view import revisions as revisions_view
 from dg.view import roofline as roofline_view

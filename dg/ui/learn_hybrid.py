@@ -12,7 +12,7 @@ other run), keeps it in the session's history and picks it.
 import gradio as gr
 
 from dg.engine.runs import mode_run, prepare_run
-from dg.tiny.examples import SkillExamples
+from dg.examples import SkillExamples
 from dg.ui.common import picker, refused_input
 from dg.ui.generate_tab import GenerateTab, run_meta
 from dg.view import hybrid

@@ -14,10 +14,10 @@ from dg.config import check_seed
 from dg.noise import corrupt
 from dg.prompts import encode_text
 from dg.ui.common import RunState, refused_input, step_index
-from dg.tiny.examples import ExampleRow, SkillExamples
+from dg.examples import ExampleRow, SkillExamples
 from dg.ui import learn_diffusion, learn_hybrid
 from dg.ui.generate_tab import GenerateTab
-from dg.engine.session import scratch_dir
+from dg.ui.files import scratch_dir
 from dg.view import export, walkthrough
 
 # used when the examples hold no story: a prompt and an answer of dg/tiny/skills.py's story skill

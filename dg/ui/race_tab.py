@@ -14,7 +14,7 @@ import gradio as gr
 
 from dg.engine import race
 from dg.ui.common import KNOB_NAMES, RunState, picker, prepare, stream, with_api_names
-from dg.tiny.examples import SkillExamples
+from dg.examples import SkillExamples
 from dg.ui.generate_tab import GenerateTab, run_meta
 from dg.view import plots, render, tables
 

@@ -1,7 +1,7 @@
 """Markdown lines and tables of finished runs: a run's summary, an A/B comparison, the race's lanes (diffusion, AR,
 hybrid) and its verdict, each with the report's metric names (dg.trace computes them).
 
-    python -m dg.engine.race   # prints a race's side tables and verdict
+    python -m dg race   # prints a race's side tables and verdict
 """
 
 from dg.prompts import decode_reply
@@ -65,7 +65,7 @@ def speedup(diffusion: Trace, ar: Trace) -> float | None:
 
 def verdict(lanes: dict, checks: dict | None = None) -> str:
     """The race's end in one line: the fastest *correct* lane (effective tok/s) when a reference checks the
-    answers (`checks`: lane name → dg.tiny.examples.Check or None), else the fastest lane; every lane's
+    answers (`checks`: lane name → dg.examples.Check or None), else the fastest lane; every lane's
     rate and its speed over AR's; each lane's ✓/✗ against the reference."""
     rates = {name: trace.metrics()["effective_tok_s"] for name, trace in lanes.items()}
     checks = {name: c for name, c in (checks or {}).items() if c is not None}

@@ -109,20 +109,32 @@ def test_every_lane_counts_tokens_the_same_way_pad_is_never_output(loaded, confi
         assert stats["TTFT (s)"] == "—"
 
 
-@pytest.mark.parametrize("main, prog", [("dg.ui.app", "app.py"), ("dg.engine.race", "dg.engine.race")])
-def test_an_ar_model_without_room_is_one_line_and_exit_code_2(checkpoint_dir, ar_model_dir, monkeypatch, capsys,
-                                                              main, prog):
-    import importlib
+def run_app(argv: list[str]) -> int:
+    from dg.ui import app
 
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("sys.argv", ["app.py", *argv])
+        with pytest.raises(SystemExit) as exit_:
+            app.main()
+    return exit_.value.code
+
+
+def run_cli_race(argv: list[str]) -> int:
+    from dg import cli
+
+    return cli.main(["race", *argv])
+
+
+@pytest.mark.parametrize("main, prefix", [(run_app, "app.py"), (run_cli_race, "error")])
+def test_an_ar_model_without_room_is_one_line_and_exit_code_2(checkpoint_dir, ar_model_dir, monkeypatch, capsys,
+                                                              main, prefix):
     import dg.loading
 
     monkeypatch.setattr(dg.loading, "free_memory", lambda device: {torch.device("cpu"): 0})
-    monkeypatch.setattr("sys.argv", [prog, "--model", str(checkpoint_dir), "--ar-model", str(ar_model_dir)])
-    with pytest.raises(SystemExit) as exit_:
-        importlib.import_module(main).main()
+    code = main(["--model", str(checkpoint_dir), "--ar-model", str(ar_model_dir)])
     err = capsys.readouterr().err
-    assert exit_.value.code == 2 and len(err.strip().splitlines()) == 1, err
-    assert err.startswith(f"{prog}: --ar-model {ar_model_dir} needs") and "always fits" in err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"{prefix}: --ar-model {ar_model_dir} needs") and "always fits" in err
 
 
 class CountingTurns(Turns):

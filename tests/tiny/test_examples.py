@@ -10,11 +10,12 @@ from dg.loading import EMBEDDED_MODEL, load
 from dg.prompts import build_inputs, decode_reply, open_image
 from dg.sampler import generate_diffusion
 from dg.tiny import examples, skills
-from dg.tiny.examples import EXAMPLES_DIR, SkillExamples, _terms
+from dg.examples import EXAMPLES_DIR, SkillExamples, _terms
+from dg import examples as reader
 from tests.view.conftest import _text_trace
 
 APP_SEED = 0  # the Generate view's default seed
-ROWS = list(examples.load_rows()["tiny"])
+ROWS = list(reader.load_rows()["tiny"])
 # Skills whose shipped examples the embedded model answers wrong in diffusion mode (its model card
 # would say so): strict, so the day the model gets them right this list must shrink.
 KNOWN_WRONG: set[str] = set()
@@ -40,7 +41,7 @@ def run_with_app_defaults(loaded, prompt, thinking, picture=None):
 
 
 def test_the_shipped_examples_are_what_the_generator_writes():
-    rows = [examples.ExampleRow(ex.prompt, row.image, bool(ex.thought), ex.skill, ex.answer)
+    rows = [reader.ExampleRow(ex.prompt, row.image, bool(ex.thought), ex.skill, ex.answer)
             for ex, row in zip(examples.chosen_examples(), ROWS)]
     assert rows == ROWS and len(ROWS) == len(examples.CHOSEN)
     assert set(row[3] for row in ROWS) == set(skills.SKILLS)
@@ -53,7 +54,7 @@ def test_every_example_gives_its_reference_answer_with_the_app_defaults(loaded, 
     picture = open_image(EXAMPLES_DIR / image) if image else None
     trace = run_with_app_defaults(loaded, prompt, thinking, picture)
     reply = decode_reply(loaded.tokenizer, trace.token_ids)
-    assert skills.score(examples.as_example(row), reply.answer), (reply.thought, reply.answer, answer)
+    assert skills.score(reader.as_example(row), reply.answer), (reply.thought, reply.answer, answer)
     assert reply.thinking == thinking
 
 
@@ -66,7 +67,7 @@ def test_the_three_term_example_is_right_only_with_its_trace(loaded):
     row = next(r for r in ROWS if r[3] == "arithmetic" and len(re.findall(r"\d+", r[0])) == 3)
     traces = {thinking: run_with_app_defaults(loaded, row[0], thinking) for thinking in (True, False)}
     answers = {thinking: decode_reply(loaded.tokenizer, trace.token_ids).answer for thinking, trace in traces.items()}
-    example = examples.as_example(row)
+    example = reader.as_example(row)
     assert skills.score(example, answers[True]) and not skills.score(example, answers[False]), answers
 
 

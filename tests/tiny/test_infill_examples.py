@@ -12,7 +12,7 @@ from dg.loading import EMBEDDED_MODEL, load
 from dg.prompts import build_inputs, decode_reply
 from dg.sampler import generate_diffusion
 from dg.tiny import examples, skills
-from dg.tiny.examples import SkillExamples, as_example, load_rows
+from dg.examples import SkillExamples, as_example, load_rows
 from dg.tiny.scope import skill_of
 
 APP_SEED = 0  # the app's default seed

@@ -19,7 +19,7 @@ import pytest
 
 from dg.loading import EMBEDDED_MODEL, load
 from dg.ui.app import serve
-from dg.tiny.examples import SkillExamples
+from dg.examples import SkillExamples
 from dg.view.theme import STATE_COLORS
 
 ROOT = Path(__file__).resolve().parents[2]

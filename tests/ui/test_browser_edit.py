@@ -13,7 +13,7 @@ import re
 import pytest
 
 from dg.loading import EMBEDDED_MODEL, load
-from dg.tiny.examples import load_rows
+from dg.examples import load_rows
 from dg.ui.app import serve
 from tests.ui.test_browser import DONE, WATCH_TOASTS, artifacts, error_toasts, page  # noqa: F401 (fixtures)
 

@@ -12,7 +12,7 @@ import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
-from dg.engine.session import History
+from dg.ui.kept import History
 from dg.trace import Trace
 from dg.ui.edit_panel import BLANK, PIN, WRITE, clicked, load
 from tests.ui.test_app import FAST

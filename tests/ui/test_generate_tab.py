@@ -15,7 +15,7 @@ from gradio_client.exceptions import AppError
 from dg.loading import EMBEDDED_MODEL
 from dg.ui import generate_tab
 from dg.ui.app import build_app
-from dg.tiny.examples import SkillExamples
+from dg.examples import SkillExamples
 
 FAST = dict(max_denoising_steps=6, max_new_tokens=16)
 CANVAS, PANEL, TEXT, STATUS, STEP, INSPECTOR, TRACE_FILE, PICKER = range(8)
@@ -129,7 +129,7 @@ def test_ar_mode_streams_one_token_per_forward_and_its_run_replays_without_an_er
 
 def test_a_reply_of_the_embedded_model_outside_its_skills_gets_the_note_and_a_skill_prompt_or_another_model_not(
         diffusion_trace, processor):
-    from dg.engine.session import History
+    from dg.ui.kept import History
 
     def text(prompt, model):
         kept = History().keep(prompt, diffusion_trace, meta={"model": model, "image": None}).run(None)

@@ -8,7 +8,7 @@ from dg.engine.runner import InProcess
 from dg.loading import load
 from dg.prompts import build_inputs
 from dg.sampler import generate_diffusion
-from dg.tiny.examples import load_rows
+from dg.examples import load_rows
 from dg.ui import learn_diffusion
 from dg.view.sweep_plots import load_sweep
 

@@ -3,7 +3,7 @@ picks the run, which then reads as one round in four pictures (the browser test 
 
 from gradio_client import Client
 
-from dg.tiny.examples import SkillExamples
+from dg.examples import SkillExamples
 
 
 def test_the_verify_round_button_runs_the_example_in_hybrid_mode_and_picks_it(url, tmp_path):

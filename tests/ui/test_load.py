@@ -21,7 +21,7 @@ from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from dg.trace import Trace
-from dg.engine import files, memory
+from dg.ui import files, kept
 from dg.engine import turns as turns_module
 from dg.engine.turns import Budget
 
@@ -134,9 +134,9 @@ def private_files() -> tuple[int, int]:
 
 def test_memory_and_files_stay_flat_over_300_runs_in_100_sessions(url, monkeypatch):
     monkeypatch.setattr(files, "MAX_FOLDERS", 32)
-    monkeypatch.setattr(memory.KEPT, "limit", 2 * 2**20)  # every session's kept runs: 2 MB together
+    monkeypatch.setattr(kept.KEPT, "limit", 2 * 2**20)  # every session's kept runs: 2 MB together
     app = list(files._apps)[-1]  # this module's server
-    monkeypatch.setattr(app.state_holder, "capacity", 20)  # memory.MAX_SESSIONS, scaled to this test
+    monkeypatch.setattr(app.state_holder, "capacity", 20)  # kept.MAX_SESSIONS, scaled to this test
     # Heartbeats every 0.2 s instead of 15: a closed client's heartbeat thread sees its stop at the next one
     # (close() waits up to a second for it), and the server learns at once that the page went away.
     monkeypatch.setenv("GRADIO_HEARTBEAT_INTERVAL", "0.2")
@@ -147,13 +147,13 @@ def test_memory_and_files_stay_flat_over_300_runs_in_100_sessions(url, monkeypat
             run(client, seed=session * 3 + k)
         client.close()  # the page goes away
         if session % 10 == 9:
-            samples.append((session + 1, rss_mb(), memory.KEPT.total, *private_files()))
+            samples.append((session + 1, rss_mb(), kept.KEPT.total, *private_files()))
     live = turns_module.TURNS.load()
     print("\ngrowth (sessions, RSS MB, kept bytes, files, file bytes):")
     for row in samples:
         print("  ", row)
     warm = samples[1]  # after 20 sessions
     assert live == {"placed": 0, "waiting": 0}
-    assert all(kept <= 2 * 2**20 for _, _, kept, _, _ in samples)
+    assert all(kept_bytes <= 2 * 2**20 for _, _, kept_bytes, _, _ in samples)
     assert all(n <= 2 * 32 + 8 for _, _, _, n, _ in samples)  # scratch folders + Gradio's copies + examples
     assert samples[-1][1] - warm[1] <= 40, samples  # MB over the last 240 runs: no growth per run

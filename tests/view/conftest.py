@@ -10,7 +10,7 @@ import torch
 from dg.hybrid import generate_hybrid
 from dg.loading import load
 from dg.prompts import THOUGHT_CLOSE, THOUGHT_OPEN, build_inputs
-from dg.tiny.examples import SkillExamples
+from dg.examples import SkillExamples
 from dg.trace import CanvasRecord, RunEnd, RunStart, Trace
 
 

@@ -4,9 +4,9 @@ with one line that names the fastest correct lane, every lane's rate and whether
 from dg.engine import race
 from dg.engine.runner import InProcess
 from dg.engine.runs import diffusion_run
-from dg.engine.session import History
+from dg.ui.kept import History
 from dg.prompts import build_inputs
-from dg.tiny.examples import Check
+from dg.examples import Check
 from dg.trace import RunEnd, Trace
 from dg.view import tables
 from tests.engine.test_race import PROMPT, finish

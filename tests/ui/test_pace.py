@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from dg.engine.pace import MAX_PACE_MS, Pace
+from dg.ui.pace import MAX_PACE_MS, Pace
 
 
 class Clock:

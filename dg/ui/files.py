@@ -8,7 +8,7 @@ GRADIO_TEMP_DIR names another). Past `MAX_FOLDERS` folders or `MAX_BYTES` the ol
 the scratch folders and in the cache alike (the files an app cached as it was built, its examples,
 stay: `watch`). The base is removed at exit, on SIGTERM too (`remove_on_exit`).
 
-    python -m pytest tests/engine/test_files.py -q
+    python -m pytest tests/ui/test_files.py -q
 """
 
 import atexit

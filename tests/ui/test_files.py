@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from gradio_client import Client
 
-from dg.engine import files
+from dg.ui import files
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,7 +5,7 @@ the trace; only the drawing is held back, so a run that takes 0.2 s can be narra
 paced view can lag the sampler: once the run has finished, `Pace.behind` says the view still has steps
 to show, and `Pace.tail` waits out the rest (a presenter can stop it early).
 
-    python -m pytest tests/engine/test_pace.py -q
+    python -m pytest tests/ui/test_pace.py -q
 """
 
 import asyncio
