@@ -95,7 +95,7 @@ def test_the_compiled_path_refuses_a_run_that_crops_its_cache(embedded):
 
 @pytest.mark.slow  # torch.compile of the encoder takes ~45 s on two CPU cores (once: the warm-up's)
 def test_the_compiled_ar_path_warmed_at_load_gives_the_eager_tokens_in_every_run(embedded):
-    from dg.engine.runner import InProcess, stream_mode
+    from dg.engine.runner import InProcess
     from dg.trace import TokenRecord
 
     inputs = build_inputs(embedded.processor, "Write a sentence about a dog.")
@@ -109,7 +109,7 @@ def test_the_compiled_ar_path_warmed_at_load_gives_the_eager_tokens_in_every_run
     runner = InProcess.of(embedded)
     runner.path = "compiled"  # as load(path="compiled") sets it: the engine's AR runs take it
     settings = embedded.sampler_config.replace(max_new_tokens=12)
-    records = stream_mode(runner, "ar", inputs, settings, threading.Event())
+    records = runner.stream("ar", inputs, settings, None, threading.Event())
     through_engine = [r.token_id for r in records if isinstance(r, TokenRecord)]
     assert compiled.token_ids == again.token_ids == through_engine == eager.token_ids
     # one run after another: each takes the cache the last gave back (reset), so no new one is made

@@ -84,7 +84,7 @@ def viewer(runner, load_inputs, config, user: int, runs: int, out: list, lock: t
         p, seed = (user + i) % len(load_inputs), user * runs + i
         t0 = time.perf_counter()
         # inputs of its own, as each Generate builds them: runs given one inputs dict share a replica (A/B)
-        run = live.diffusion_run(runner, dict(load_inputs[p]), config, seed).start()
+        run = live.LiveRun.of(runner, "diffusion", dict(load_inputs[p]), config, seed).start()
         run.wait()
         trace = run.snapshot()
         replica = trace.start.config.get("replica") if trace.start else None
@@ -150,7 +150,7 @@ def one_load(spec, model, rows, load_inputs, config, users: int, runs: int, kill
     slots = TURNS.slots
     runner = start_replicas(spec, model)  # the line gets the places python app.py --replicas gives it
     try:
-        live.diffusion_run(runner, dict(load_inputs[0]), config, 0).start().wait()  # a first run, untimed
+        live.LiveRun.of(runner, "diffusion", dict(load_inputs[0]), config, 0).start().wait()  # a first run, untimed
         with serve_runner(runner) if app else nullcontext() as url:
             done, lock, ready = [], threading.Lock(), threading.Barrier(users + 1)
             target, to, what = (app_viewer, url, rows) if app else (viewer, runner, load_inputs)

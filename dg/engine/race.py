@@ -28,7 +28,7 @@ from dg.loading import ARModel
 from dg.passes import token_record
 from dg.prompts import build_inputs
 from dg.trace import RunEnd, RunStart, TokenRecord
-from dg.engine.runs import DEFAULT_FPS, LiveRun, ar_run, diffusion_run, mode_run, watch
+from dg.engine.runs import DEFAULT_FPS, LiveRun, watch
 
 
 class ScoreRecorder:
@@ -141,10 +141,11 @@ def start_race(loaded, prompt: str, *, inputs: dict | None = None, image=None, t
     if inputs is None:
         inputs = build_inputs(loaded.processor, prompt, images=image, thinking=thinking, device=loaded.device)
     gate = threading.Barrier(3)
-    diffusion = diffusion_run(loaded, inputs, config, seed, label="diffusion", start_gate=gate)
-    hybrid = mode_run(loaded, "hybrid", inputs, config, seed, label="hybrid", start_gate=gate)
-    if ar_model is None:
-        ar = ar_run(loaded, inputs, config.max_new_tokens, label="AR", start_gate=gate)
+    diffusion = LiveRun.of(loaded, "diffusion", inputs, config, seed, label="diffusion", start_gate=gate)
+    hybrid = LiveRun.of(loaded, "hybrid", inputs, config, seed, label="hybrid", start_gate=gate)
+    if ar_model is None:  # greedy: no seed; the budget is the one knob AR reads
+        ar_settings = loaded.sampler_config.replace(max_new_tokens=config.max_new_tokens)
+        ar = LiveRun.of(loaded, "ar", inputs, ar_settings, label="AR", start_gate=gate)
         return Race(diffusion, ar, hybrid, loaded.tokenizer).start()
     ar = hf_ar_run(ar_model, ar_model.inputs(prompt, thinking), config.max_new_tokens, label="AR", start_gate=gate)
     return Race(diffusion, ar, hybrid, ar_model.tokenizer, HYBRID_ON_DIFFUSION).start()

@@ -2,7 +2,7 @@
 
 `python app.py --replicas N` serves every run from one of N replicas of `ModelReplica`, a Serve deployment
 whose replica loads the model (one GPU each on CUDA, one torch thread each on CPU) and runs
-dg.engine.runner.stream_mode under a `dg.engine.turns.Ticket`, so a seed gives its solo tokens however runs
+dg.modes.stream_mode under a `dg.engine.turns.Ticket`, so a seed gives its solo tokens however runs
 interleave there. The app's process keeps what it keeps with a worker process (dg.engine.worker): the model's
 meta-device skeleton, the line, turns, budgets and sessions (dg.engine.turns, runs); `InReplicas` is its
 runner (dg.engine.runner.Runner). A run is one streamed call (`handle.options(stream=True)`), so it stays on
@@ -41,7 +41,8 @@ from ray.serve.exceptions import RayServeException
 from dg.config import SamplerConfig
 from dg.engine.memory import trim
 from dg.engine.routing import PLACEMENT
-from dg.engine.runner import Hosted, stream_mode
+from dg import modes
+from dg.engine.runner import Hosted
 from dg.engine.turns import Ticket
 from dg.engine.worker import HostInfo, _raise, yield_threads
 from dg.loading import EMBEDDED_MODEL, Loaded, load, load_skeleton, one_line
@@ -142,7 +143,9 @@ class ModelReplica:
         cancel = self.cancels[run_id] = threading.Event()
         inputs = {k: v.to(self.loaded.device) if torch.is_tensor(v) else v for k, v in inputs.items()}
         draft = None if draft is None else draft.on(self.loaded.device)
-        records, ticket = stream_mode(self.loaded, mode, inputs, settings, cancel, draft), Ticket(seed, cancel)
+        records = modes.stream_mode(self.loaded.model, mode, inputs, settings, cancel=cancel, draft=draft,
+                                    path=self.loaded.path)
+        ticket = Ticket(seed, cancel)
         loop = asyncio.get_running_loop()
         try:
             while True:

@@ -2,12 +2,12 @@
 
 Every caller (live runs, races, the app's tabs) holds a `Runner` and never asks which kind: the model's
 description for the UI (a `dg.loading.Loaded`: processor, config, sampler defaults), and a run of a
-decoding mode streamed as records. `stream_mode` runs a mode (`dg.modes`, where the mode is chosen) on a
-model that lives in this process; each runner ends there, in this process (`InProcess`), in the worker
+decoding mode streamed as records. Each runner ends in `dg.modes.stream_mode` (the one branch on the mode)
+on the model where it lives, on the path it was loaded on: in this process (`InProcess`), in the worker
 process (`dg.engine.worker.InWorker`) or in a Ray Serve replica (`dg.engine.replicas.InReplicas`). A new
 place for the model is one more class with the five methods of `Runner`.
 
-    python -m dg.engine.runs --prompt "What is 2487 + 3356?" --seed 0   # a live run on the in-process runner
+    python -m pytest tests/engine/test_runner.py -q
 """
 
 import threading
@@ -22,13 +22,6 @@ from dg.loading import Loaded
 from dg.denoise import denoise_once
 
 
-def stream_mode(loaded: Loaded, mode: str, inputs: dict, settings: SamplerConfig,
-                cancel: threading.Event | None = None, draft: Draft | None = None) -> Iterator:
-    """The records of one run of `mode` on `loaded`'s own model, on the path it was loaded on (`dg.modes`):
-    RunStart, the mode's records, RunEnd ("cancelled" once `cancel` is set)."""
-    return modes.stream_mode(loaded.model, mode, inputs, settings, cancel=cancel, draft=draft, path=loaded.path)
-
-
 class Runner(Protocol):
     """Where the model runs. Besides what `dg.loading.Loaded` holds for the UI (`processor`, `tokenizer`,
     `model` with at least its config and generation config, `sampler_config`, `source`, `device` to build
@@ -36,7 +29,8 @@ class Runner(Protocol):
 
     def stream(self, mode: str, inputs: dict, settings: SamplerConfig, seed: int | None,
                cancel: threading.Event, draft: Draft | None = None) -> Iterator:
-        """A run's records, as `stream_mode` gives them (`draft`: a diffusion run's warm start and pins, which
+        """A run's records, as `dg.modes.stream_mode` gives them: RunStart, the mode's records, RunEnd
+        ("cancelled" once `cancel` is set) (`draft`: a diffusion run's warm start and pins, which
         travel with the run wherever the model lives). `seed`: the run's seed (None: it draws no random
         numbers); a runner whose model lives in another process keeps the run's RNG there as
         dg.engine.turns does here (seeded before its first record, its state kept between records)."""
@@ -65,7 +59,7 @@ class InProcess(Loaded):
         return cls(**{f.name: getattr(loaded, f.name) for f in fields(Loaded)})
 
     def stream(self, mode, inputs, settings, seed, cancel, draft=None):
-        return stream_mode(self, mode, inputs, settings, cancel, draft)
+        return modes.stream_mode(self.model, mode, inputs, settings, cancel=cancel, draft=draft, path=self.path)
 
     def denoise(self, prompt, canvas_ids):
         return denoise_once(self.model, self.processor, prompt, canvas_ids)

@@ -44,11 +44,13 @@ HEARTBEAT_S = 0.5  # a frame at least this often, so a waiting UI can say why
 
 
 class LiveRun:
-    """One run in a background thread. `body(emit, cancel)` produces records and calls `emit` for each."""
+    """One run in a background thread. A run of a decoding mode (`LiveRun.of`) takes its records straight from
+    its runner's stream; any other `body(emit, cancel)` (a separate model's `generate()`) calls `emit` for each."""
 
-    def __init__(self, body: Callable, *, seed: int | None = None, label: str = "",
+    def __init__(self, body: Callable | None = None, *, seed: int | None = None, label: str = "",
                  start_gate: threading.Barrier | None = None, turns: Turns | None = None):
         self.body, self.seed, self.label, self.start_gate = body, seed, label, start_gate
+        self.request: tuple | None = None  # (runner, mode, inputs, settings, draft) of a run of a decoding mode
         self.trace = Trace()
         self.cancel = threading.Event()
         self.turns = turns or TURNS
@@ -62,14 +64,14 @@ class LiveRun:
         self._future: Future | None = None
 
     @classmethod
-    def from_stream(cls, stream: Callable[[threading.Event], Iterator], **kwargs) -> "LiveRun":
-        """A run whose records come from a generator `stream(cancel)` (dg.sampler / dg.ar)."""
-
-        def body(emit, cancel):
-            for record in stream(cancel):
-                emit(record)
-
-        return cls(body, **kwargs)
+    def of(cls, runner, mode: str, inputs: dict, settings: SamplerConfig, seed: int | None = None, *,
+           draft=None, **kwargs) -> "LiveRun":
+        """A run of decoding `mode` (dg.config.MODES) on `runner`'s model, not yet started: seeded (None for
+        greedy AR, which draws nothing); a diffusion run warm-starts from `draft` (a `dg.drafts.Draft`) with its
+        pinned positions held; `kwargs` as `LiveRun`'s (label, start_gate, turns)."""
+        run = cls(seed=seed, **kwargs)
+        run.request = (runner, mode, inputs, settings, draft)
+        return run
 
     def start(self) -> "LiveRun":
         self._future = WORKERS.submit(self._work)
@@ -93,7 +95,11 @@ class LiveRun:
             if self.turns.place(self.ticket):  # False: stopped while waiting in line
                 self.turns.take(self.ticket)  # seeds torch's RNG right before the run, as the CLI does
                 self.queued, self.started_at = False, time.perf_counter()
-                if not self.cancel.is_set():
+                if self.request is not None and not self.cancel.is_set():  # a decoding mode: its runner's records
+                    runner, mode, inputs, settings, draft = self.request
+                    for record in runner.stream(mode, inputs, settings, self.seed, self.cancel, draft):
+                        self._emit(record)
+                elif not self.cancel.is_set():
                     self.body(self._emit, self.cancel)
         except Exception as err:  # the UI shows it; the partial trace stays
             self.error = f"{type(err).__name__}: {err}"
@@ -167,27 +173,6 @@ def _polls(runs, fps):
         yield (tuple(r.snapshot() for r in runs) if fresh else None), (None if finished else now + interval)
         if finished:
             return
-
-
-def mode_run(runner, mode: str, inputs: dict, settings: SamplerConfig, seed: int | None, *, label: str = "",
-             start_gate: threading.Barrier | None = None, draft=None) -> LiveRun:
-    """A run of decoding `mode` (dg.config.MODES) on `runner`'s model, seeded, not yet started; a
-    diffusion run warm-starts from `draft` (a `dg.drafts.Draft`) with its pinned positions held."""
-    return LiveRun.from_stream(lambda cancel: runner.stream(mode, inputs, settings, seed, cancel, draft), seed=seed,
-                               label=label, start_gate=start_gate)
-
-
-def diffusion_run(runner, inputs: dict, config: SamplerConfig, seed: int, *, label: str = "",
-                  start_gate: threading.Barrier | None = None) -> LiveRun:
-    """The entropy-bound sampler on `runner`'s model, seeded, not yet started."""
-    return mode_run(runner, "diffusion", inputs, config, seed, label=label, start_gate=start_gate)
-
-
-def ar_run(runner, inputs: dict, max_new_tokens: int, *, label: str = "",
-           start_gate: threading.Barrier | None = None) -> LiveRun:
-    """Greedy AR decoding on the same weights (report §5.3); draws no random numbers, so needs no seed."""
-    settings = runner.sampler_config.replace(max_new_tokens=max_new_tokens)
-    return mode_run(runner, "ar", inputs, settings, None, label=label, start_gate=start_gate)
 
 
 class Sessions:

@@ -44,7 +44,8 @@ import torch
 
 from dg.config import SamplerConfig
 from dg.engine.memory import trim
-from dg.engine.runner import Hosted, stream_mode
+from dg import modes
+from dg.engine.runner import Hosted
 from dg.engine.turns import Ticket
 from dg.loading import EMBEDDED_MODEL, Loaded, load, load_skeleton, share_cpu
 from dg.denoise import denoise_once
@@ -144,7 +145,8 @@ class _Run:
 def _open(loaded, runs, run_id, mode, inputs, settings, seed, draft=None):
     inputs = {k: v.to(loaded.device) if torch.is_tensor(v) else v for k, v in inputs.items()}
     cancel = threading.Event()
-    runs[run_id] = _Run(stream_mode(loaded, mode, inputs, settings, cancel, draft), cancel, seed)
+    records = modes.stream_mode(loaded.model, mode, inputs, settings, cancel=cancel, draft=draft, path=loaded.path)
+    runs[run_id] = _Run(records, cancel, seed)
 
 
 def _next(loaded, runs, run_id, cancelled):
@@ -311,7 +313,7 @@ class WorkerProcess:
 
     def stream(self, mode: str, inputs: dict, settings: SamplerConfig, seed: int | None, cancel: threading.Event,
                draft=None):
-        """Records of one run served by the child, as dg.engine.runner.stream_mode gives them there (a `draft`
+        """Records of one run served by the child, as dg.modes.stream_mode gives them there (a `draft`
         goes along on the CPU); `cancel` set ends it with its "cancelled" RunEnd between two steps."""
         run_id = next(self._ids)
         inputs = {k: v.cpu() if torch.is_tensor(v) else v for k, v in dict(inputs).items()}

@@ -20,7 +20,7 @@ import gradio as gr
 
 from dg.drafts import blank_generator, draft_for
 from dg.edits import CanvasEdit
-from dg.engine.runs import mode_run, prepare_run
+from dg.engine.runs import LiveRun, prepare_run
 from dg.ui.kept import KeptRun
 from dg.examples import load_rows
 from dg.ui.common import KNOB_NAMES, RunState, paced_stream, picker, refused_input, refusal, with_api_names
@@ -201,7 +201,7 @@ def _wire_runs(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
         with refused_input():
             run_inputs, config, seed = prepare_run(loaded, prompt, image, thinking, seed, knobs)
             draft = draft_of(config, seed)
-        live = mode_run(loaded, "diffusion", run_inputs, config, seed, draft=draft).start()
+        live = LiveRun.of(loaded, "diffusion", run_inputs, config, seed, draft=draft).start()
         async for update in paced_stream(shared, request, live, partial(hooks.live, live), pace_ms):
             yield update
         trace = live.snapshot()

@@ -26,10 +26,10 @@ from dg.ui.common import (KNOB_NAMES, RunState, budget_limit, load_examples, ope
 from dg.examples import SkillExamples
 from dg.examples import skill_of
 from dg.ui.pace import MAX_PACE_MS, Pace
-from dg.engine.runs import LiveRun, diffusion_run, waiting_message
+from dg.engine.runs import LiveRun, waiting_message
 from dg.ui.files import scratch_dir
 from dg.ui.kept import KeptRun
-from dg.view import export, notes, render
+from dg.view import export, notes, plots, render
 from dg.view.tables import compare_table, summary
 from dg.view.theme import CSS
 
@@ -307,7 +307,8 @@ def _wire_generate(loaded, shared: RunState, reference: SkillExamples, inputs: I
     async def generate(prompt, image, thinking, seed, *rest, request=None):
         *knobs, mode, pace_ms, history = rest
         run_inputs, config, seed = prepare(loaded, prompt, image, thinking, seed, knobs)
-        run = modes.start(loaded, mode, run_inputs, config, seed)
+        mode = modes.engine_mode(mode)
+        run = LiveRun.of(loaded, mode, run_inputs, config, None if mode == "ar" else seed).start()
         async for update in paced_stream(shared, request, run, partial(paced_views, tok, views, run), pace_ms):
             yield update
         trace = run.snapshot()
@@ -324,7 +325,7 @@ def _wire_generate(loaded, shared: RunState, reference: SkillExamples, inputs: I
         trace = history.find(label)
         if trace is None:
             return gr.skip(), gr.skip(), gr.skip(), gr.skip()
-        return modes.figures(trace, tok)
+        return tuple(plots.run_figures(trace, tok))
 
     generate = with_api_names(generate, "prompt", "image", "thinking", "seed", *KNOB_NAMES, "mode", "pace_ms", "runs")
     outputs = [views.canvas, views.panel, views.text, views.status, views.step, views.inspector, results.trace_file,
@@ -390,8 +391,8 @@ def _wire_ab(loaded, shared: RunState, inputs: Inputs, views: Views, results: Re
         config_b = with_knob(loaded, run_inputs, config_a, knob, value)
         if config_b == config_a:
             gr.Warning(f"B sets {knob} = {value}, the same as A: both runs will match.")
-        a = diffusion_run(loaded, run_inputs, config_a, seed, label="A").start()
-        b = diffusion_run(loaded, run_inputs, config_b, seed, label="B").start()
+        a = LiveRun.of(loaded, "diffusion", run_inputs, config_a, seed, label="A").start()
+        b = LiveRun.of(loaded, "diffusion", run_inputs, config_b, seed, label="B").start()
         titles = (f"A: {knob} = {getattr(config_a, knob)}", f"B: {knob} = {getattr(config_b, knob)}")
 
         def draw(fa, fb):

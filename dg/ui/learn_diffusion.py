@@ -14,7 +14,7 @@ import time
 import gradio as gr
 
 from dg import roofline
-from dg.engine.runs import diffusion_run, prepare_run
+from dg.engine.runs import LiveRun, prepare_run
 from dg.revisions import best_revision, find_revisions, first_with_revision
 from dg.examples import EXAMPLES_DIR, load_rows
 from dg.ui.common import refused_input
@@ -41,7 +41,7 @@ def _run(loaded, row, seed: int):
     """One real run of an example row at `seed`, to its end (a trace, or a ValueError saying why not)."""
     image = str(EXAMPLES_DIR / row.image) if row.image else None
     inputs, config, seed = prepare_run(loaded, row.prompt, image, row.thinking, seed, {})
-    run = diffusion_run(loaded, inputs, config, seed, label=row.prompt).start()
+    run = LiveRun.of(loaded, "diffusion", inputs, config, seed, label=row.prompt).start()
     if not run.wait(RUN_TIMEOUT_S) or run.error:
         run.stop()
         raise ValueError(run.error or f"the run of {row.prompt!r} did not finish in {RUN_TIMEOUT_S:g} s")

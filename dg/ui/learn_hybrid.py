@@ -11,7 +11,7 @@ other run), keeps it in the session's history and picks it.
 
 import gradio as gr
 
-from dg.engine.runs import mode_run, prepare_run
+from dg.engine.runs import LiveRun, prepare_run
 from dg.examples import SkillExamples
 from dg.ui.common import picker, refused_input
 from dg.ui.generate_tab import GenerateTab, run_meta
@@ -64,7 +64,7 @@ def build(loaded, shared, generate: GenerateTab) -> None:
     def run_example(history):
         with refused_input():
             inputs, config, seed = prepare_run(loaded, example.prompt, None, example.thinking, 0, {})
-            run = mode_run(loaded, "hybrid", inputs, config, seed, label="hybrid").start()
+            run = LiveRun.of(loaded, "hybrid", inputs, config, seed, label="hybrid").start()
             if not run.wait(RUN_TIMEOUT_S) or run.error:
                 run.stop()
                 raise ValueError(run.error or f"the hybrid run did not finish in {RUN_TIMEOUT_S:g} s")

@@ -151,8 +151,7 @@ class CountingTurns(Turns):
 
 def test_a_hybrid_run_hands_the_model_on_per_pass_not_per_verified_token(loaded, config, inputs):
     turns = CountingTurns()
-    run = LiveRun.from_stream(lambda cancel: loaded.stream("hybrid", inputs, config, 0, cancel), seed=0,
-                              turns=turns).start()
+    run = LiveRun.of(loaded, "hybrid", inputs, config, 0, turns=turns).start()
     assert run.wait(60)
     trace = run.snapshot()
     assert len(trace.tokens) > len(trace.rounds) + 1  # rounds that verify several tokens at once

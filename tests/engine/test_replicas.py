@@ -97,7 +97,7 @@ def replicas_by_name(hosted) -> dict[str, dict]:
 
 def open_long_run(hosted, inputs, config, seed, *, steps=2):
     """A live run that goes on for a while, once it has made `steps` steps."""
-    run = live.diffusion_run(hosted, inputs, config, seed).start()
+    run = live.LiveRun.of(hosted, "diffusion", inputs, config, seed).start()
     deadline = time.time() + 60
     while len(run.snapshot().steps) < steps:
         assert time.time() < deadline and not run.finished
@@ -134,7 +134,7 @@ def test_runs_at_once_go_to_the_least_loaded_replica_and_a_race_or_an_a_b_pair_s
     try:
         assert sorted(PLACEMENT.load().values()) == [1, 1]  # one run on each replica
         assert first.trace.start.config["replica"] != second.trace.start.config["replica"]
-        pair = [live.diffusion_run(hosted, inputs, long_config, seed, label=label).start()
+        pair = [live.LiveRun.of(hosted, "diffusion", inputs, long_config, seed, label=label).start()
                 for seed, label in ((3, "A"), (3, "B"))]  # as A/B starts them: one inputs dict
         race = start_race(hosted, "", inputs=inputs, config=long_config, seed=4)
         for runs in (pair, list(race.lanes.values())):
@@ -167,7 +167,7 @@ def test_a_killed_replica_fails_its_run_in_one_line_the_other_goes_on_and_serve_
     assert doomed.trace.end.finish_reason == "error" and doomed.trace.steps
     assert other.wait(120) and other.error is None and other.trace.end.finish_reason != "error"
 
-    again = live.diffusion_run(hosted, inputs, config, seed=3).start()  # the next run is served
+    again = live.LiveRun.of(hosted, "diffusion", inputs, config, seed=3).start()  # the next run is served
     assert again.wait(120) and again.error is None
     assert again.trace.token_ids == headless(loaded, inputs, config, seed=3).token_ids
     deadline = time.time() + REPLACED_S
@@ -178,7 +178,7 @@ def test_a_killed_replica_fails_its_run_in_one_line_the_other_goes_on_and_serve_
 
 def serving_pids(hosted, inputs, config) -> set[int]:
     """The processes of the replicas that two runs opened at once are served by (one each, least-loaded)."""
-    runs = [live.diffusion_run(hosted, dict(inputs), config, seed).start() for seed in (1, 2)]
+    runs = [live.LiveRun.of(hosted, "diffusion", dict(inputs), config, seed).start() for seed in (1, 2)]
     deadline = time.time() + 60
     while not all(r.snapshot().steps or r.finished for r in runs):
         assert time.time() < deadline
@@ -196,7 +196,7 @@ def test_a_cluster_without_room_for_the_replicas_is_one_line_at_start_up_and_the
     too_many = ServeReplicas(ReplicaSpec(64, 64), checkpoint_dir)  # on the tests' Ray, already running
     with pytest.raises(ValueError, match=r"^--replicas 64 needs 64 CPUs, the Ray cluster has \d+$"):
         too_many.start()
-    again = live.diffusion_run(hosted, inputs, config, seed=3).start()
+    again = live.LiveRun.of(hosted, "diffusion", inputs, config, seed=3).start()
     assert again.wait(120) and again.error is None
 
 

@@ -9,7 +9,7 @@ import torch
 from dg.ar import generate_ar
 from dg.config import MODES, SamplerConfig
 from dg.edits import CanvasEdit
-from dg.engine.runner import InProcess, stream_mode
+from dg.engine.runner import InProcess
 from dg.denoise import denoise_once
 from dg.sampler import generate_diffusion
 from tests.engine.conftest import PROMPT
@@ -62,20 +62,20 @@ def test_a_draft_for_ar_or_hybrid_is_one_line_that_says_it_seeds_diffusion(loade
     draft = draft_of(loaded, config, inputs)
     for mode in ("ar", "hybrid"):
         with pytest.raises(ValueError, match="a draft seeds the diffusion canvas"):
-            stream_mode(loaded, mode, inputs, config, threading.Event(), draft)
+            loaded.stream(mode, inputs, config, None, threading.Event(), draft)
 
 
 def test_a_set_cancel_event_ends_the_run_cancelled_before_its_first_step(loaded, config, inputs):
     cancel = threading.Event()
     cancel.set()
     for mode in MODES:
-        records = list(stream_mode(loaded, mode, inputs, config, cancel))
+        records = list(loaded.stream(mode, inputs, config, None, cancel))
         assert records[-1].kind == "end" and records[-1].finish_reason == "cancelled", mode
 
 
 def test_an_unknown_mode_is_one_line_that_names_the_modes(loaded, config, inputs):
     with pytest.raises(ValueError, match=r"^mode must be one of diffusion, ar, hybrid, got 'beam'$"):
-        stream_mode(loaded, "beam", inputs, config, threading.Event())
+        loaded.stream("beam", inputs, config, None, threading.Event())
 
 
 def test_the_in_process_runner_is_the_loaded_model_with_its_pass_and_description(loaded):

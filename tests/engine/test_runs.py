@@ -18,7 +18,7 @@ from tests.engine.conftest import PROMPT
 def test_a_live_run_records_the_same_tokens_and_steps_as_a_headless_run_with_the_same_seed(loaded, config, inputs):
     torch.manual_seed(3)
     headless = generate_diffusion(loaded.model, inputs, config)
-    run = live.diffusion_run(loaded, inputs, config, seed=3).start()
+    run = live.LiveRun.of(loaded, "diffusion", inputs, config, seed=3).start()
     assert run.wait(60)
     assert run.trace.token_ids == headless.token_ids
     assert [r.argmax.tolist() for r in run.trace.steps] == [r.argmax.tolist() for r in headless.steps]
@@ -26,7 +26,7 @@ def test_a_live_run_records_the_same_tokens_and_steps_as_a_headless_run_with_the
 
 
 def test_frames_only_grow_and_the_last_one_is_the_finished_trace(loaded, config, inputs):
-    run = live.diffusion_run(loaded, inputs, config, seed=0).start()
+    run = live.LiveRun.of(loaded, "diffusion", inputs, config, seed=0).start()
     frames = list(run.frames(fps=200))
     sizes = [len(f.steps) for f in frames]
     assert sizes == sorted(sizes)
@@ -35,7 +35,7 @@ def test_frames_only_grow_and_the_last_one_is_the_finished_trace(loaded, config,
 
 
 def test_awatch_polls_several_runs_from_an_event_loop(loaded, config, inputs):
-    runs = [live.diffusion_run(loaded, inputs, config, seed=s).start() for s in (0, 1)]
+    runs = [live.LiveRun.of(loaded, "diffusion", inputs, config, seed=s).start() for s in (0, 1)]
 
     async def collect():
         return [frames async for frames in live.awatch(runs, fps=100)]
@@ -46,14 +46,14 @@ def test_awatch_polls_several_runs_from_an_event_loop(loaded, config, inputs):
 
 
 def test_seeded_runs_take_turns_so_concurrent_runs_with_one_seed_agree(loaded, config, inputs):
-    runs = [live.diffusion_run(loaded, inputs, config, seed=7).start() for _ in range(3)]
+    runs = [live.LiveRun.of(loaded, "diffusion", inputs, config, seed=7).start() for _ in range(3)]
     assert all(r.wait(60) for r in runs)
     assert runs[0].trace.token_ids == runs[1].trace.token_ids == runs[2].trace.token_ids
 
 
 def test_stop_ends_the_run_between_steps_and_keeps_what_it_produced(loaded, inputs):
     slow = loaded.sampler_config.replace(max_denoising_steps=128, max_new_tokens=256, backend="torch")
-    run = live.diffusion_run(loaded, inputs, slow, seed=0).start()
+    run = live.LiveRun.of(loaded, "diffusion", inputs, slow, seed=0).start()
     while len(run.snapshot().steps) < 2:
         assert not run.finished
         threading.Event().wait(0.005)
@@ -102,7 +102,7 @@ def test_a_run_in_line_shows_its_first_record_a_frame_after_its_turn_not_a_heart
 
 
 def test_the_ar_run_on_the_same_weights_counts_forwards(loaded, inputs):
-    run = live.ar_run(loaded, inputs, max_new_tokens=5).start()
+    run = live.LiveRun.of(loaded, "ar", inputs, loaded.sampler_config.replace(max_new_tokens=5)).start()
     assert run.wait(30)
     assert len(run.trace.tokens) >= 1 and isinstance(run.trace.end, RunEnd)
     assert run.trace.metrics()["nfe"] == len(run.trace.tokens)
@@ -110,7 +110,7 @@ def test_the_ar_run_on_the_same_weights_counts_forwards(loaded, inputs):
 
 def test_sessions_stop_only_the_runs_of_the_session_that_asked(loaded, inputs):
     slow = loaded.sampler_config.replace(max_denoising_steps=128, max_new_tokens=256, backend="torch")
-    mine, theirs = (live.diffusion_run(loaded, inputs, slow, seed=0) for _ in range(2))
+    mine, theirs = (live.LiveRun.of(loaded, "diffusion", inputs, slow, seed=0) for _ in range(2))
     sessions = live.Sessions()
     sessions.add("me", mine)
     sessions.add("you", theirs)

@@ -39,7 +39,7 @@ def test_seeded_runs_interleave_step_by_step_and_each_makes_its_solo_tokens(load
         torch.manual_seed(seed)
         solo[seed] = generate_diffusion(loaded.model, inputs, config).token_ids
     turns = Turns(slots=3)
-    together = {s: live.diffusion_run(loaded, inputs, config, s) for s in (1, 2, 3)}
+    together = {s: live.LiveRun.of(loaded, "diffusion", inputs, config, s) for s in (1, 2, 3)}
     for run in together.values():
         run.turns = turns
         run.ticket = Ticket(run.seed, run.cancel)
@@ -53,20 +53,17 @@ def test_seeded_runs_interleave_step_by_step_and_each_makes_its_solo_tokens(load
 
 def test_a_long_run_slows_a_short_one_but_never_stalls_it(loaded, config, inputs, slow):
     turns = Turns(slots=2)
-    long = live.LiveRun.from_stream(lambda c: stream_diffusion(loaded.model, inputs, slow, cancel=c),
-                                    seed=0, turns=turns).start()
+    long = live.LiveRun.of(loaded, "diffusion", inputs, slow, 0, turns=turns).start()
     wait_for_steps(long, 3)
     t0 = time.perf_counter()
-    short = live.LiveRun.from_stream(lambda c: stream_diffusion(loaded.model, inputs, config, cancel=c),
-                                     seed=0, turns=turns).start()
+    short = live.LiveRun.of(loaded, "diffusion", inputs, config, 0, turns=turns).start()
     assert short.wait(60)
     took = time.perf_counter() - t0
     assert not long.finished  # the short run ended while the long one still ran
     long.stop()
     assert long.wait(30)
     t1 = time.perf_counter()
-    alone = live.LiveRun.from_stream(lambda c: stream_diffusion(loaded.model, inputs, config, cancel=c),
-                                     seed=0, turns=turns).start()
+    alone = live.LiveRun.of(loaded, "diffusion", inputs, config, 0, turns=turns).start()
     assert alone.wait(60)
     print(f"short run beside a long one: {took:.3f} s; alone: {time.perf_counter() - t1:.3f} s")
     assert took < 3 * (time.perf_counter() - t1) + 0.5  # about twice as long (every other step), not stalled
@@ -76,8 +73,7 @@ def test_runs_beyond_the_places_wait_in_line_and_know_their_place(loaded, config
     turns = Turns(slots=1)
 
     def run(cfg, session):
-        r = live.LiveRun.from_stream(lambda c: stream_diffusion(loaded.model, inputs, cfg, cancel=c),
-                                     seed=0, turns=turns)
+        r = live.LiveRun.of(loaded, "diffusion", inputs, cfg, 0, turns=turns)
         r.ticket.session = session
         return r.start()
 
@@ -120,8 +116,7 @@ def test_the_next_place_goes_to_the_session_with_the_fewest_runs_placed():
 @pytest.mark.parametrize("budget, used", [(Budget(steps=5), "5 steps"), (Budget(model_s=0.2), "s of model time")])
 def test_a_run_past_its_budget_stops_between_steps_and_keeps_them(loaded, inputs, slow, budget, used):
     turns = Turns(budget=budget)
-    run = live.LiveRun.from_stream(lambda c: stream_diffusion(loaded.model, inputs, slow, cancel=c),
-                                   seed=0, turns=turns).start()
+    run = live.LiveRun.of(loaded, "diffusion", inputs, slow, 0, turns=turns).start()
     assert run.wait(60)
     assert run.trace.end.finish_reason == "cancelled" and used in run.over_budget and run.trace.steps
     assert run.ticket.steps <= budget.steps and run.ticket.model_s < budget.model_s + 1.0
@@ -129,11 +124,9 @@ def test_a_run_past_its_budget_stops_between_steps_and_keeps_them(loaded, inputs
 
 def test_a_run_stopped_while_in_line_never_runs(loaded, config, inputs, slow):
     turns = Turns(slots=1)
-    holder = live.LiveRun.from_stream(lambda c: stream_diffusion(loaded.model, inputs, slow, cancel=c),
-                                      seed=0, turns=turns).start()
+    holder = live.LiveRun.of(loaded, "diffusion", inputs, slow, 0, turns=turns).start()
     wait_for_steps(holder, 1)
-    waiting = live.LiveRun.from_stream(lambda c: stream_diffusion(loaded.model, inputs, config, cancel=c),
-                                       seed=0, turns=turns).start()
+    waiting = live.LiveRun.of(loaded, "diffusion", inputs, config, 0, turns=turns).start()
     time.sleep(0.1)
     waiting.stop()
     assert waiting.wait(5) and waiting.trace.start is None and waiting.started_at is None
@@ -144,12 +137,11 @@ def test_a_run_stopped_while_in_line_never_runs(loaded, config, inputs, slow):
 
 def test_a_race_s_two_sides_take_places_together_even_past_the_slots(loaded, config, inputs, slow):
     turns = Turns(slots=1)
-    holder = live.LiveRun.from_stream(lambda c: stream_diffusion(loaded.model, inputs, slow, cancel=c),
-                                      seed=0, turns=turns).start()
+    holder = live.LiveRun.of(loaded, "diffusion", inputs, slow, 0, turns=turns).start()
     wait_for_steps(holder, 1)
     gate = threading.Barrier(2)
-    sides = [live.diffusion_run(loaded, inputs, config, 0, start_gate=gate),
-             live.ar_run(loaded, inputs, 8, start_gate=gate)]
+    sides = [live.LiveRun.of(loaded, "diffusion", inputs, config, 0, start_gate=gate),
+             live.LiveRun.of(loaded, "ar", inputs, config.replace(max_new_tokens=8), start_gate=gate)]
     for side in sides:
         side.turns = turns
         side.start()

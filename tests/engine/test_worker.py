@@ -25,7 +25,6 @@ from dg.sampler import generate_diffusion
 from dg.trace import Trace
 from dg.engine import runs as live
 from dg.ui.app import serve
-from dg.engine.runner import stream_mode
 from dg.engine.worker import AHEAD, WorkerProcess, _Run, start_worker
 from dg.engine.turns import Budget, Ticket, Turns
 from tests.engine.conftest import PROMPT
@@ -64,7 +63,7 @@ def test_the_app_s_process_holds_no_weights_only_the_model_s_shape(hosted, loade
 def test_a_seeded_run_through_the_worker_makes_the_tokens_and_steps_of_a_headless_run(hosted, loaded, config,
                                                                                       inputs):
     solo = headless(loaded, inputs, config, seed=3)
-    run = live.diffusion_run(hosted, inputs, config, seed=3).start()
+    run = live.LiveRun.of(hosted, "diffusion", inputs, config, seed=3).start()
     assert run.wait(120) and run.error is None
     assert run.trace.token_ids == solo.token_ids
     assert argmaxes(run.trace.steps) == argmaxes(solo.steps)
@@ -95,14 +94,14 @@ def test_runs_taking_turns_through_the_worker_make_their_solo_tokens_and_stop_at
         hosted, loaded, config, long_config, inputs):
     solo = {seed: headless(loaded, inputs, config, seed).token_ids for seed in (1, 2)}
     turns = Turns(slots=2)
-    together = {seed: live.diffusion_run(hosted, inputs, config, seed) for seed in (1, 2)}
+    together = {seed: live.LiveRun.of(hosted, "diffusion", inputs, config, seed) for seed in (1, 2)}
     for run in together.values():
         run.turns, run.ticket = turns, Ticket(run.seed, run.cancel)
         run.start()
     assert all(run.wait(120) for run in together.values())
     assert {seed: run.trace.token_ids for seed, run in together.items()} == solo
 
-    run = live.diffusion_run(hosted, inputs, long_config, seed=0)
+    run = live.LiveRun.of(hosted, "diffusion", inputs, long_config, seed=0)
     run.turns = Turns(budget=Budget(steps=5))
     assert run.start().wait(60) and run.error is None
     assert run.trace.end.finish_reason == "cancelled" and run.over_budget == "5 steps"
@@ -120,7 +119,7 @@ def test_stop_mid_run_ends_it_cancelled_and_keeps_the_steps_it_made(hosted, load
     assert records[-1].kind == "end" and records[-1].finish_reason == "cancelled"
     assert argmaxes(records) == argmaxes(solo.steps)[:3]
 
-    run = live.diffusion_run(hosted, inputs, long_config, seed=5).start()  # Stop through a live run
+    run = live.LiveRun.of(hosted, "diffusion", inputs, long_config, seed=5).start()  # Stop through a live run
     deadline = time.time() + 60
     while run._count < 3:
         assert time.time() < deadline and not run.finished
@@ -146,7 +145,7 @@ def test_a_run_stopped_where_the_model_lives_apart_reports_the_forwards_of_one_s
     assert records[-1].kind == "end" and records[-1].finish_reason == "cancelled"
     torch.manual_seed(5)
     here_cancel = threading.Event()
-    stream = stream_mode(loaded, mode, inputs, config, here_cancel)
+    stream = loaded.stream(mode, inputs, config, None, here_cancel)
     here = [next(stream) for _ in records[:-1]]
     here_cancel.set()
     here += list(stream)
@@ -166,7 +165,7 @@ def test_steps_made_ahead_are_dropped_when_their_request_stops_the_run(loaded, l
 
     def run_until_stop(ahead: int) -> list:
         cancel = threading.Event()
-        run = _Run(stream_mode(loaded, kind, inputs, options, cancel), cancel, seed=3)
+        run = _Run(loaded.stream(kind, inputs, options, None, cancel), cancel, seed=3)
         got = [run.next(False) for _ in range(4)]  # RunStart and three steps (or tokens; hybrid: a token, a round)
         for _ in range(ahead):
             assert run.wants_ahead()
@@ -192,7 +191,7 @@ def test_records_made_ahead_to_the_end_of_a_run_are_its_records_and_nothing_afte
     the end; nothing is made past the end."""
     def records(ahead: bool) -> list:
         cancel = threading.Event()
-        run, got = _Run(stream_mode(loaded, "diffusion", inputs, config, cancel), cancel, seed=5), []
+        run, got = _Run(loaded.stream("diffusion", inputs, config, None, cancel), cancel, seed=5), []
         while not run.finished:
             while ahead and run.wants_ahead():
                 run.make_ahead()
@@ -213,7 +212,7 @@ def test_a_draft_with_pins_through_the_worker_makes_the_headless_run_and_holds_e
     draft = edit.to_draft(loaded.model.config.text_config.vocab_size, torch.Generator().manual_seed(3))
     torch.manual_seed(3)
     solo = generate_diffusion(loaded.model, inputs, config, draft=draft)
-    run = live.mode_run(hosted, "diffusion", inputs, config, 3, draft=draft).start()  # pickled to the worker
+    run = live.LiveRun.of(hosted, "diffusion", inputs, config, 3, draft=draft).start()  # pickled to the worker
     assert run.wait(120) and run.error is None
     assert run.trace.token_ids == solo.token_ids and argmaxes(run.trace.steps) == argmaxes(solo.steps)
     length = loaded.model.config.canvas_length
@@ -225,7 +224,7 @@ def test_a_draft_with_pins_through_the_worker_makes_the_headless_run_and_holds_e
 
 def test_ar_through_the_worker_makes_the_tokens_of_headless_ar(hosted, loaded, inputs):
     solo = generate_ar(loaded.model, inputs, SamplerConfig(max_new_tokens=24))
-    run = live.ar_run(hosted, inputs, 24).start()
+    run = live.LiveRun.of(hosted, "ar", inputs, hosted.sampler_config.replace(max_new_tokens=24)).start()
     assert run.wait(120) and run.error is None
     assert run.trace.token_ids == solo.token_ids and run.trace.end.finish_reason == solo.end.finish_reason
     assert run.trace.end.encoder_forwards == solo.end.encoder_forwards
@@ -233,7 +232,7 @@ def test_ar_through_the_worker_makes_the_tokens_of_headless_ar(hosted, loaded, i
 
 def test_hybrid_through_the_worker_makes_greedy_ar_s_tokens_with_its_rounds(hosted, loaded, inputs, config):
     solo = generate_ar(loaded.model, inputs, config)
-    run = live.mode_run(hosted, "hybrid", inputs, config, 3, label="hybrid").start()
+    run = live.LiveRun.of(hosted, "hybrid", inputs, config, 3, label="hybrid").start()
     assert run.wait(120) and run.error is None
     assert run.trace.token_ids == solo.token_ids and run.trace.rounds
     # the prefill and a verify pass per round (and one more where AR's token closes a canvas); a step per draft
@@ -253,7 +252,7 @@ def test_learn_s_prediction_through_the_worker_equals_the_in_process_one(hosted,
 
 def test_a_killed_worker_is_a_run_error_that_keeps_the_partial_trace_and_the_next_run_starts_a_fresh_one(
         hosted, loaded, config, long_config, inputs):
-    run = live.diffusion_run(hosted, inputs, long_config, seed=0).start()
+    run = live.LiveRun.of(hosted, "diffusion", inputs, long_config, seed=0).start()
     deadline = time.time() + 60
     while run._count < 3:
         assert time.time() < deadline and not run.finished
@@ -263,7 +262,7 @@ def test_a_killed_worker_is_a_run_error_that_keeps_the_partial_trace_and_the_nex
     assert "model process was killed by signal 9" in run.error
     assert run.trace.end.finish_reason == "error" and run.trace.steps
 
-    again = live.diffusion_run(hosted, inputs, config, seed=3).start()  # a fresh worker, the same seed discipline
+    again = live.LiveRun.of(hosted, "diffusion", inputs, config, seed=3).start()  # a fresh worker, the same seed discipline
     assert again.wait(180) and again.error is None
     assert again.trace.token_ids == headless(loaded, inputs, config, seed=3).token_ids
 

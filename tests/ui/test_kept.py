@@ -8,12 +8,12 @@ from dg.prompts import build_inputs
 from dg.trace import Trace
 from dg.ui import kept
 from dg.ui.kept import History, KeptTraces, nbytes, newest_within
-from dg.engine.runs import diffusion_run
+from dg.engine.runs import LiveRun
 from tests.engine.conftest import PROMPT
 
 
 def test_run_history_keeps_the_newest_runs_and_finds_them_by_label(loaded, config):
-    run = diffusion_run(loaded, build_inputs(loaded.processor, PROMPT), config, seed=0).start()
+    run = LiveRun.of(loaded, "diffusion", build_inputs(loaded.processor, PROMPT), config, seed=0).start()
     run.wait(60)
     history = kept.History()
     for _ in range(kept.MAX_RUNS + 2):

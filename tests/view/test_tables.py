@@ -3,7 +3,7 @@ with one line that names the fastest correct lane, every lane's rate and whether
 
 from dg.engine import race
 from dg.engine.runner import InProcess
-from dg.engine.runs import diffusion_run
+from dg.engine.runs import LiveRun
 from dg.ui.kept import History
 from dg.prompts import build_inputs
 from dg.examples import Check
@@ -31,7 +31,7 @@ def test_the_race_ends_with_one_line_naming_the_fastest_correct_lane_and_each_an
 
 
 def test_a_stopped_run_is_labelled_and_the_summary_names_how_each_run_ended(loaded, config):
-    run = diffusion_run(InProcess.of(loaded), build_inputs(loaded.processor, PROMPT), config, seed=0).start()
+    run = LiveRun.of(InProcess.of(loaded), "diffusion", build_inputs(loaded.processor, PROMPT), config, seed=0).start()
     run.wait(60)
     trace = run.snapshot()
     assert tables.summary(trace).startswith("**Done**")
