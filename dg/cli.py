@@ -77,7 +77,8 @@ def run_race(args) -> None:
     from dg.engine.race import start_race
     from dg.engine.runner import InProcess
     from dg.examples import SkillExamples
-    from dg.loading import load, load_ar_model, share_cpu
+    from dg.devices import share_cpu
+    from dg.loading import load, load_ar_model
     from dg.view.tables import side_stats, side_text, verdict
 
     seed = check_seed(args.seed)  # before the model loads: a bad flag is instant
@@ -106,7 +107,9 @@ def run_generate(args) -> Trace:
     import torch
 
     from dg.drafts import draft_for
-    from dg.loading import check_inputs, load, share_cpu
+    from dg.devices import share_cpu
+    from dg.loading import load
+    from dg.prompts import check_inputs
     from dg.modes import stream_mode
     from dg.prompts import build_inputs
 

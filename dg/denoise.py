@@ -10,7 +10,7 @@
 import torch
 
 from dg.config import SamplerConfig
-from dg.loading import check_inputs
+from dg.prompts import check_inputs
 from dg.passes import (TOPK, after_prefill, decode, decoder_mask, encode, entropy, new_cache, pad_token_id,
                        positions, split_inputs, top_k)
 from dg.prompts import build_inputs

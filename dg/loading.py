@@ -9,8 +9,6 @@ on CUDA host memory stays near zero beyond that map; on CPU the weights are the 
     python -c "from dg.loading import load; print(load().describe())"
 """
 
-import json
-import math
 import os
 import re
 from dataclasses import dataclass
@@ -19,14 +17,14 @@ from pathlib import Path
 import torch
 
 from dg.ar import warm_ar_path
-from dg.config import SamplerConfig, whole_canvases
+from dg.config import SamplerConfig
+from dg import devices
+from dg.devices import pick_device
 from dg.passes import eos_token_ids, pad_token_id
 from dg.paths import choose_path
 
 EMBEDDED_MODEL = Path(__file__).resolve().parent.parent / "assets" / "diffusiongemma-tiny"
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]*[A-Za-z0-9]")
-FLOAT_DTYPES = {"F64", "F32", "F16", "BF16"}  # safetensors dtypes that from_pretrained(dtype=...) casts
-MAX_HEADER_BYTES = 100 * 2**20  # a safetensors header is JSON of names and shapes: a few MB at most
 LOCAL_ONLY = {"local_files_only": True, "trust_remote_code": False}  # every from_pretrained: nothing fetched or run
 
 
@@ -64,30 +62,6 @@ def one_line(err: BaseException) -> str:
     return " ".join(str(err).split())[:300] or type(err).__name__
 
 
-def pick_device(device=None) -> tuple[torch.device, torch.dtype]:
-    """The device (default: cuda when available) and its dtype; a ValueError for a device this machine
-    does not have or torch does not know."""
-    if not device:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        device = torch.device(device)
-        if device.type not in ("cpu", "cuda"):
-            raise RuntimeError("dg runs on cpu or cuda[:N]")
-        torch.empty(0, device=device)  # fails here, not half-way through loading, on a missing GPU
-    except (RuntimeError, AssertionError) as err:
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ValueError(f"device {str(device)!r} is not usable here: {reason}") from None
-    return device, torch.bfloat16 if device.type == "cuda" else torch.float32
-
-
-def share_cpu(device) -> None:
-    """On CPU, one intra-op thread per run (half the cores): the app's UI thread or a race's other lanes
-    gets a core of its own instead of every pool spinning against the others, and the CLI runs as the app
-    does (on 2 loaded cores, two threads ran ~5× slower than one)."""
-    if torch.device(device).type == "cpu":
-        torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
-
-
 def resolve(model: str | os.PathLike | None) -> str:
     """Return a local folder or a cached hub id; raise with every place that was looked at."""
     if model is None:
@@ -119,48 +93,6 @@ def checkpoint_folder(source: str) -> Path:
     return Path(snapshot_download(source, local_files_only=True))
 
 
-def safetensors_header(file: Path) -> dict:
-    """Tensor name → dtype, shape and byte offsets, read from the file's header (no tensor is read)."""
-    with open(file, "rb") as f:
-        size = int.from_bytes(f.read(8), "little")
-        if not 0 < size <= MAX_HEADER_BYTES:
-            raise ValueError(f"{file} is not a safetensors file (header of {size} bytes)")
-        header = json.loads(f.read(size))
-    header.pop("__metadata__", None)
-    return header
-
-
-def weights_bytes(source: str, dtype: torch.dtype) -> int:
-    """Bytes a checkpoint's weights take once loaded in `dtype`, from its safetensors headers (and index)
-    alone: floating tensors at `dtype`'s size, the others (integer, fp8) at their stored size."""
-    folder = checkpoint_folder(source)
-    index = folder / "model.safetensors.index.json"
-    if index.exists():
-        files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-    elif (folder / "model.safetensors").exists():
-        files = ["model.safetensors"]
-    else:
-        raise FileNotFoundError(f"{folder} has no model.safetensors nor model.safetensors.index.json")
-    total = 0
-    for name in files:
-        for tensor in safetensors_header(folder / name).values():
-            stored = tensor["data_offsets"][1] - tensor["data_offsets"][0]
-            total += math.prod(tensor["shape"]) * dtype.itemsize if tensor["dtype"] in FLOAT_DTYPES else stored
-    return total
-
-
-def free_memory(device: torch.device) -> dict[torch.device, int]:
-    """Bytes this process can still allocate on `device`, then on every other CUDA device: the driver's free
-    memory plus what torch's caching allocator holds unused. Empty off CUDA: host memory is not checked
-    (weights load from the checkpoint's memory map, which the OS pages in and out)."""
-    if device.type != "cuda":
-        return {}
-    first = device.index if device.index is not None else torch.cuda.current_device()
-    order = [first, *(i for i in range(torch.cuda.device_count()) if i != first)]
-    return {torch.device("cuda", i): torch.cuda.mem_get_info(i)[0] + torch.cuda.memory_reserved(i)
-            - torch.cuda.memory_allocated(i) for i in order}
-
-
 def check_vocab(model, processor, *, exact: bool = False) -> None:
     """Fail loudly when tokenizer and model come from different checkpoints: a silent mismatch decodes
     garbage. Always: no token id beyond the embedding, and the same image placeholder id. `exact`
@@ -173,32 +105,6 @@ def check_vocab(model, processor, *, exact: bool = False) -> None:
     image_token_id = getattr(processor.tokenizer, "image_token_id", None)
     if image_token_id is not None and model.config.image_token_id != image_token_id:
         raise ValueError(f"model image_token_id {model.config.image_token_id} != tokenizer's {image_token_id}")
-
-
-def check_inputs(model, inputs: dict, config: SamplerConfig) -> None:
-    """Refuse, before any pass runs, what the model cannot take: a prompt plus token budget (whole
-    canvases) beyond its positions, or an image with more patches along one side than the vision
-    tower has position embeddings (a very thin picture: it would fail half-way with an IndexError)."""
-    limit = model.config.get_text_config().max_position_embeddings
-    canvas = model.config.canvas_length
-    prompt = inputs["input_ids"].shape[1]
-    budget = whole_canvases(config.max_new_tokens, canvas) * canvas
-    if limit is not None and prompt + budget > limit:
-        raise ValueError(f"prompt is {prompt} tokens; with max_new_tokens {config.max_new_tokens} "
-                         f"({budget} canvas tokens) that exceeds the model's {limit} positions")
-    patches = inputs.get("image_position_ids")
-    vision = getattr(model.config, "vision_config", None)
-    if patches is not None and vision is not None:
-        side = int(patches.max()) + 1  # padding patches are -1
-        if side > vision.position_embedding_size:
-            raise ValueError(f"the image is too elongated for the vision tower: {side} patches along one "
-                             f"side, at most {vision.position_embedding_size}; crop it closer to square")
-
-
-# Free memory kept beside a separate AR model's weights on its GPU: every lane's working memory during a race
-# (the diffusion side's logits over a 256-token canvas are 256 × 262,144 × 4 B ≈ 0.27 GB each, a few alive
-# per step; the KV caches of race-length replies) and the CUDA allocator's slack.
-AR_HEADROOM_BYTES = 4 * 10**9
 
 
 @dataclass
@@ -222,23 +128,6 @@ class ARModel:
         return eos_token_ids(self.model) or [self.tokenizer.eos_token_id]
 
 
-def place_ar_model(source: str, needed: int, free: dict[torch.device, int]) -> torch.device:
-    """The first device in `free` (device → free bytes: the diffusion model's GPU first, then the others)
-    with room for `needed` bytes of weights plus AR_HEADROOM_BYTES; else a one-line ValueError that says
-    what fits."""
-    for device, room in free.items():
-        if needed + AR_HEADROOM_BYTES <= room:
-            return device
-    (first, room), *others = free.items()
-    best, most = max(free.items(), key=lambda item: item[1])
-    elsewhere = f" and no other GPU has room ({max(r for _, r in others) / 1e9:.1f} GB free at most)" if others else ""
-    raise ValueError(
-        f"--ar-model {source} needs {needed / 1e9:.1f} GB of weights + {AR_HEADROOM_BYTES / 1e9:.0f} GB headroom, "
-        f"but {first} has {room / 1e9:.1f} GB free{elsewhere}: an AR model of up to "
-        f"{max(0, most - AR_HEADROOM_BYTES) / 1e9:.1f} GB of weights fits (on {best}); the same-weights AR race "
-        "(leave out --ar-model) always fits, as it loads no second model")
-
-
 def load_ar_model(source: str, device=None) -> ARModel:
     """A local folder or cached hub id (never downloaded), safetensors only, no remote code. Its weights go
     straight to the device (device_map); on CUDA to the first GPU with room for them (`place_ar_model`,
@@ -247,13 +136,13 @@ def load_ar_model(source: str, device=None) -> ARModel:
 
     path = resolve(source)
     device, dtype = pick_device(device)
-    free = free_memory(device)
+    free = devices.free_memory(device)  # looked up at call time: tests stand in for the GPUs
     if free:
         try:
-            needed = weights_bytes(path, dtype)
+            needed = devices.weights_bytes(checkpoint_folder(path), dtype)
         except (OSError, ValueError, KeyError) as err:  # no weights, or a file that is not safetensors
             raise ValueError(f"cannot load the AR model {source}: {one_line(err)}") from err
-        device = place_ar_model(str(source), needed, free)
+        device = devices.place_ar_model(str(source), needed, free)
     try:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, device_map=device, use_safetensors=True,
                                                      **LOCAL_ONLY).eval()

@@ -1,4 +1,5 @@
-"""Chat prompts in, model inputs out; generated text in, thought and answer out.
+"""Chat prompts in, model inputs out (`check_inputs`: what a model cannot take, refused before a pass runs);
+generated text in, thought and answer out.
 
 Inputs go through the checkpoint's own chat template (`processor.apply_chat_template`, with
 `enable_thinking`), so the embedded model and the release prompt the same way (the release's exact
@@ -20,6 +21,8 @@ import os
 from dataclasses import dataclass
 
 from PIL import Image, UnidentifiedImageError
+
+from dg.config import SamplerConfig, whole_canvases
 
 MAX_IMAGE_PIXELS = 4096 * 4096  # larger uploads are refused rather than decoded
 MAX_PROMPT_CHARS = 20_000
@@ -148,3 +151,23 @@ def decode_reply(tokenizer, token_ids) -> Reply:
     """Decode generated ids and split them; special tokens other than the thought markers are dropped."""
     text = tokenizer.decode(list(token_ids), skip_special_tokens=False)
     return parse_reply(text, (*tokenizer.all_special_tokens, *CONTROL_TOKENS))
+
+
+def check_inputs(model, inputs: dict, config: SamplerConfig) -> None:
+    """Refuse, before any pass runs, what the model cannot take: a prompt plus token budget (whole
+    canvases) beyond its positions, or an image with more patches along one side than the vision
+    tower has position embeddings (a very thin picture: it would fail half-way with an IndexError)."""
+    limit = model.config.get_text_config().max_position_embeddings
+    canvas = model.config.canvas_length
+    prompt = inputs["input_ids"].shape[1]
+    budget = whole_canvases(config.max_new_tokens, canvas) * canvas
+    if limit is not None and prompt + budget > limit:
+        raise ValueError(f"prompt is {prompt} tokens; with max_new_tokens {config.max_new_tokens} "
+                         f"({budget} canvas tokens) that exceeds the model's {limit} positions")
+    patches = inputs.get("image_position_ids")
+    vision = getattr(model.config, "vision_config", None)
+    if patches is not None and vision is not None:
+        side = int(patches.max()) + 1  # padding patches are -1
+        if side > vision.position_embedding_size:
+            raise ValueError(f"the image is too elongated for the vision tower: {side} patches along one "
+                             f"side, at most {vision.position_embedding_size}; crop it closer to square")

@@ -202,6 +202,11 @@ class Trace:
         return self.end is not None
 
     @property
+    def cancelled(self) -> bool:
+        """The run was stopped before its end (Stop, its budget, a page that went away): what it made stays."""
+        return self.end is not None and self.end.finish_reason == "cancelled"
+
+    @property
     def token_ids(self) -> list[int]:
         """Generated ids: committed canvases with trailing pad removed (diffusion) or AR tokens."""
         if self.mode in ("ar", "hybrid"):

@@ -1,4 +1,4 @@
-"""The CLI picks its CPU threads as the app does (dg.loading.share_cpu): on a busy 2-core machine two
+"""The CLI picks its CPU threads as the app does (dg.devices.share_cpu): on a busy 2-core machine two
 threads ran ~5× slower than one."""
 
 import os

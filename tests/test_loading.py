@@ -12,9 +12,9 @@ import torch
 from PIL import Image
 
 from dg.bench.device import RELEASE_TEXT_CONFIG
-from dg.loading import (AR_HEADROOM_BYTES, check_inputs, free_memory, load, load_ar_model, pick_device, place_ar_model,
-                        resolve, weights_bytes)
-from dg.prompts import build_inputs
+from dg.devices import AR_HEADROOM_BYTES, free_memory, pick_device, place_ar_model, weights_bytes
+from dg.loading import checkpoint_folder, load, load_ar_model, resolve
+from dg.prompts import build_inputs, check_inputs
 from dg.testing import tiny_model_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,22 +107,22 @@ def test_the_weights_estimate_from_safetensors_headers_is_what_a_load_takes(chec
     import huggingface_hub.constants
 
     model = load(checkpoint_dir, device="cpu").model  # float32, the checkpoint's own dtype
-    assert weights_bytes(str(checkpoint_dir), torch.float32) == saved_bytes(model)
+    assert weights_bytes(checkpoint_dir, torch.float32) == saved_bytes(model)
     in_bf16 = load(checkpoint_dir, device="cpu", dtype=torch.bfloat16).model
-    assert weights_bytes(str(checkpoint_dir), torch.bfloat16) == saved_bytes(in_bf16)
+    assert weights_bytes(checkpoint_dir, torch.bfloat16) == saved_bytes(in_bf16)
     sharded = tmp_path / "sharded"
     model.save_pretrained(sharded, max_shard_size="100KB")
     assert (sharded / "model.safetensors.index.json").exists() and len(list(sharded.glob("*.safetensors"))) > 1
-    assert weights_bytes(str(sharded), torch.float32) == saved_bytes(model)
+    assert weights_bytes(sharded, torch.float32) == saved_bytes(model)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     cache_snapshot(tmp_path / "hub", "someone/sharded", sharded)
-    assert weights_bytes(resolve("someone/sharded"), torch.float32) == saved_bytes(model)
+    assert weights_bytes(checkpoint_folder(resolve("someone/sharded")), torch.float32) == saved_bytes(model)
 
 
 def test_a_checkpoint_without_safetensors_weights_has_no_estimate(checkpoint_dir, tmp_path):
     none = broken_copy(checkpoint_dir, tmp_path, "none", lambda f: (f / "model.safetensors").unlink())
     with pytest.raises(FileNotFoundError, match="no model.safetensors"):
-        weights_bytes(str(none), torch.float32)
+        weights_bytes(none, torch.float32)
     garbage = broken_copy(checkpoint_dir, tmp_path, "garbage",
                           lambda f: (f / "model.safetensors").write_bytes(b"\xff" * 99))
     with pytest.raises(ValueError, match="not a safetensors file"):
@@ -235,12 +235,12 @@ def test_an_ar_model_goes_beside_the_diffusion_model_when_it_fits_else_to_anothe
 
 
 def test_loading_an_ar_model_checks_the_room_its_weights_need_before_reading_them(ar_model_dir, monkeypatch):
-    import dg.loading
+    import dg.devices
 
-    needed = dg.loading.weights_bytes(str(ar_model_dir), torch.float32)
+    needed = weights_bytes(checkpoint_folder(str(ar_model_dir)), torch.float32)
     cpu = torch.device("cpu")  # the CPU stands in for a GPU: the same check with fake free memory
-    monkeypatch.setattr(dg.loading, "free_memory", lambda device: {cpu: needed + AR_HEADROOM_BYTES - 1})
+    monkeypatch.setattr(dg.devices, "free_memory", lambda device: {cpu: needed + AR_HEADROOM_BYTES - 1})
     with pytest.raises(ValueError, match=f"needs {needed / GB:.1f} GB of weights"):
         load_ar_model(str(ar_model_dir))
-    monkeypatch.setattr(dg.loading, "free_memory", lambda device: {cpu: needed + AR_HEADROOM_BYTES})
+    monkeypatch.setattr(dg.devices, "free_memory", lambda device: {cpu: needed + AR_HEADROOM_BYTES})
     assert load_ar_model(str(ar_model_dir)).model.device == cpu

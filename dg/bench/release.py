@@ -29,7 +29,8 @@ from dg.bench.served import (DONE_JS, chromium_page, print_rows, start_server, s
                              streamed_generate, update_bytes, wire_bytes)
 from dg.bench.ui import BARS, headless_run
 from dg.config import KNOBS, SamplerConfig
-from dg.loading import EMBEDDED_MODEL, load, share_cpu
+from dg.devices import share_cpu
+from dg.loading import EMBEDDED_MODEL, load
 from dg.testing import tiny_model_for
 from dg.tiny.tokenizer import CHAT_TEMPLATE, wrap_tokenizer
 from dg.trace import Trace

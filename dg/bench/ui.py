@@ -31,7 +31,8 @@ import torch
 from dg.bench.served import (DONE_JS, chromium_page, print_rows, start_server, stop_server,
                              streamed_generate, update_bytes, wire_bytes)
 from dg.config import KNOBS
-from dg.loading import load, share_cpu
+from dg.devices import share_cpu
+from dg.loading import load
 from dg.prompts import build_inputs
 from dg.sampler import generate_diffusion
 from dg.trace import Trace

@@ -19,7 +19,8 @@ import torch
 
 from dg.engine.runner import InProcess
 from dg.engine.worker import start_worker
-from dg.loading import load, share_cpu
+from dg.devices import share_cpu
+from dg.loading import load
 from dg.prompts import build_inputs
 
 

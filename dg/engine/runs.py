@@ -30,8 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import fields
 
 from dg.config import SamplerConfig, check_seed
-from dg.loading import check_inputs
-from dg.prompts import build_inputs, open_image
+from dg.prompts import build_inputs, check_inputs, open_image
 from dg.trace import RunEnd, Trace
 from dg.engine.memory import trim
 from dg.engine.turns import TURNS, Ticket, Turns
@@ -125,6 +124,14 @@ class LiveRun:
     def wait(self, timeout: float | None = None) -> bool:
         """True once the run has ended (False after `timeout` seconds, or if it was never started)."""
         return self._future is not None and not futures.wait([self._future], timeout).not_done
+
+    def result(self, timeout: float, what: str = "the run") -> Trace:
+        """The started run's trace once it has ended; a ValueError saying why not when it raised, or when it
+        has not ended within `timeout` seconds (it is stopped then)."""
+        if not self.wait(timeout) or self.error:
+            self.stop()
+            raise ValueError(self.error or f"{what} did not finish in {timeout:g} s")
+        return self.snapshot()
 
     def snapshot(self) -> Trace:
         """A consistent copy of the trace so far (records are never mutated, so a copy of each list is enough)."""

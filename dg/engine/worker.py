@@ -47,7 +47,8 @@ from dg.engine.memory import trim
 from dg import modes
 from dg.engine.runner import Hosted
 from dg.engine.turns import Ticket
-from dg.loading import EMBEDDED_MODEL, Loaded, load, load_skeleton, share_cpu
+from dg.devices import share_cpu
+from dg.loading import EMBEDDED_MODEL, Loaded, load, load_skeleton
 from dg.denoise import denoise_once
 from dg.trace import RunEnd
 

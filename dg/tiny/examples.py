@@ -111,7 +111,7 @@ def race_row(loaded, draws: int = RACE_DRAWS) -> ExampleRow:
     eos = eos if isinstance(eos, list) else [eos]
     right = lambda ex, trace: skills.score(ex, decode_reply(loaded.tokenizer, trace.token_ids).answer)  # noqa: E731
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the app runs on 2 cores (dg.loading.share_cpu): the same float sums
+    torch.set_num_threads(1)  # as the app runs on 2 cores (dg.devices.share_cpu): the same float sums
     try:
         return _first_race(loaded, draws, eos, right)
     finally:

@@ -30,7 +30,8 @@ from dg.engine.turns import TURNS
 from dg.engine.runner import InProcess
 from dg.engine.worker import start_worker
 from dg.paths import PATHS
-from dg.loading import load_ar_model, share_cpu
+from dg.devices import share_cpu
+from dg.loading import load_ar_model
 
 MAX_UPLOAD = "20mb"
 LAUNCH = dict(max_file_size=MAX_UPLOAD, state_session_capacity=MAX_SESSIONS)  # past it Gradio drops the oldest

@@ -27,7 +27,7 @@ from dg.ui.kept import History
 from dg.prompts import open_image
 from dg.examples import EXAMPLES_DIR, load_rows
 
-FPS = DEFAULT_FPS  # live frames per second at most; the replay keeps every step
+RUN_TIMEOUT_S = 120.0  # a run a Learn button starts and waits for: at most this long for its turn and its steps
 RUNS_TTL_S = 6 * 3600  # a session's replays are dropped this long after its last change
 KNOB_NAMES = [k.name for k in KNOBS]
 LOG = logging.getLogger("dg.ui")
@@ -133,7 +133,7 @@ def refused_input():
 
 def budget_limit(model) -> int:
     """The largest token budget the model's positions hold beside a prompt (at least one token), in whole
-    canvases as `dg.loading.check_inputs` counts them: the token-budget slider's maximum."""
+    canvases as `dg.prompts.check_inputs` counts them: the token-budget slider's maximum."""
     limit = model.config.get_text_config().max_position_embeddings
     canvas = model.config.canvas_length
     return (limit - 1) // canvas * canvas if limit is not None else None
@@ -167,7 +167,7 @@ def with_knob(loaded, inputs, config, knob, value):
 
 
 async def stream(shared: RunState, request, live_runs: list[LiveRun], draw: Callable[..., dict],
-                 fps: float = FPS, stays_stoppable: tuple[LiveRun, ...] = ()) -> AsyncIterator[dict]:
+                 fps: float = DEFAULT_FPS, stays_stoppable: tuple[LiveRun, ...] = ()) -> AsyncIterator[dict]:
     """Yield `draw(*snapshots)` as the started `live_runs` progress, each update only the views that changed.
 
     `stays_stoppable` are handles registered with the runs and left registered after them (the caller discards
@@ -203,7 +203,7 @@ async def paced_stream(shared: RunState, request, run: LiveRun, draw: Callable[.
                                    stays_stoppable=(tail,) if pace.seconds > 0 else ()):
             yield update
         trace = run.snapshot()
-        stopped = (trace.end is not None and trace.end.finish_reason == "cancelled") or tail.cancel.is_set()
+        stopped = trace.cancelled or tail.cancel.is_set()
         if pace.behind(len(trace.steps)) and not stopped:
             async for index in pace.tail(len(trace.steps), tail.cancel):
                 yield draw(trace, index, pace)
@@ -217,7 +217,7 @@ def notify(run: LiveRun) -> None:
     elif run.over_budget:
         gr.Info(f"Stopped at the run's budget ({run.over_budget}), so other users get their turn; the partial "
                 "run is kept.")
-    elif run.trace.end is not None and run.trace.end.finish_reason == "cancelled":
+    elif run.trace.cancelled:
         gr.Info(f"Stopped after {len(run.trace.steps or run.trace.tokens)} steps; the partial run is kept.")
 
 

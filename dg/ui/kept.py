@@ -110,7 +110,7 @@ class History:
         """A new history with this run appended under a new label; only the newest `limit` runs stay.
         `meta` says what produced the run (the prompt at least)."""
         n = self.runs[-1].n + 1 if self.runs else 1
-        stopped = " (stopped)" if trace.end is not None and trace.end.finish_reason == "cancelled" else ""
+        stopped = " (stopped)" if trace.cancelled else ""
         short = prompt if len(prompt) <= LABEL_PROMPT_CHARS else prompt[:LABEL_PROMPT_CHARS - 1] + "…"
         label = f"#{n}{tag} {short} · {plural(len(trace.steps or trace.tokens), 'step')}{stopped}"
         kept = KeptRun(n, label, trace, {"prompt": prompt, **(meta or {})})

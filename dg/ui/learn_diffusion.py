@@ -17,13 +17,12 @@ from dg import roofline
 from dg.engine.runs import LiveRun, prepare_run
 from dg.revisions import best_revision, find_revisions, first_with_revision
 from dg.examples import EXAMPLES_DIR, load_rows
-from dg.ui.common import refused_input
+from dg.ui.common import RUN_TIMEOUT_S, refused_input
 from dg.view import revisions as revisions_view
 from dg.view import roofline as roofline_view
 from dg.view import sweep_plots
 
 SEARCH_SEEDS = 3  # the bounded search: every shipped example at seeds 0 .. SEARCH_SEEDS − 1
-RUN_TIMEOUT_S = 120.0  # one search run waits at most this long for its turn and its steps
 SEARCH_BUDGET_S = 60.0  # no search run starts after this long (a large model's runs take seconds each)
 CPU = "this CPU (measured by dg.bench.sweep)"
 
@@ -42,10 +41,7 @@ def _run(loaded, row, seed: int):
     image = str(EXAMPLES_DIR / row.image) if row.image else None
     inputs, config, seed = prepare_run(loaded, row.prompt, image, row.thinking, seed, {})
     run = LiveRun.of(loaded, "diffusion", inputs, config, seed, label=row.prompt).start()
-    if not run.wait(RUN_TIMEOUT_S) or run.error:
-        run.stop()
-        raise ValueError(run.error or f"the run of {row.prompt!r} did not finish in {RUN_TIMEOUT_S:g} s")
-    return run.snapshot()
+    return run.result(RUN_TIMEOUT_S, f"the run of {row.prompt!r}")
 
 
 def _search(loaded, rows) -> tuple:

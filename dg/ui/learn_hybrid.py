@@ -13,11 +13,10 @@ import gradio as gr
 
 from dg.engine.runs import LiveRun, prepare_run
 from dg.examples import SkillExamples
-from dg.ui.common import picker, refused_input
+from dg.ui.common import RUN_TIMEOUT_S, picker, refused_input
 from dg.ui.generate_tab import GenerateTab, run_meta
 from dg.view import hybrid
 
-RUN_TIMEOUT_S = 120.0  # the example's run waits at most this long for its turn and its passes
 INTRO = ("### Hybrid decoding: one verify round\nThe sampler drafts the canvas with every verified token pinned; "
          "one causal encoder pass over the draft is AR itself (at each position, greedy AR's next token given the "
          "draft before it). The round keeps the longest run of draft tokens equal to AR's and adds AR's own token at "
@@ -65,10 +64,8 @@ def build(loaded, shared, generate: GenerateTab) -> None:
         with refused_input():
             inputs, config, seed = prepare_run(loaded, example.prompt, None, example.thinking, 0, {})
             run = LiveRun.of(loaded, "hybrid", inputs, config, seed, label="hybrid").start()
-            if not run.wait(RUN_TIMEOUT_S) or run.error:
-                run.stop()
-                raise ValueError(run.error or f"the hybrid run did not finish in {RUN_TIMEOUT_S:g} s")
-        history = history.keep(example.prompt, run.snapshot(), " hybrid",
+            trace = run.result(RUN_TIMEOUT_S, "the hybrid run")
+        history = history.keep(example.prompt, trace, " hybrid",
                                run_meta(loaded, example.prompt, None, example.thinking, seed))
         return history, picker(history)
 

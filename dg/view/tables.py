@@ -80,7 +80,7 @@ def verdict(lanes: dict, checks: dict | None = None) -> str:
         over = f", {rates[fastest] / ar:.2f}× AR's rate" if fastest != "AR" and ar > 0 else ""
         what = "the fastest correct lane" if checks else "the fastest lane (no reference answer to check)"
         head = f"**{fastest[0].upper() + fastest[1:]} wins**: {what}{over}."
-    stopped = any(t.end is not None and t.end.finish_reason == "cancelled" for t in lanes.values())
+    stopped = any(t.cancelled for t in lanes.values())
     speeds = ", ".join(f"{name} {rates[name]:.1f}" for name in lanes)
     ratios = ", ".join(f"{name} {rates[name] / ar:.2f}×" for name in lanes
                        if name != "AR" and ar > 0 and rates[name] > 0)

@@ -128,9 +128,9 @@ def run_cli_race(argv: list[str]) -> int:
 @pytest.mark.parametrize("main, prefix", [(run_app, "app.py"), (run_cli_race, "error")])
 def test_an_ar_model_without_room_is_one_line_and_exit_code_2(checkpoint_dir, ar_model_dir, monkeypatch, capsys,
                                                               main, prefix):
-    import dg.loading
+    import dg.devices
 
-    monkeypatch.setattr(dg.loading, "free_memory", lambda device: {torch.device("cpu"): 0})
+    monkeypatch.setattr(dg.devices, "free_memory", lambda device: {torch.device("cpu"): 0})
     code = main(["--model", str(checkpoint_dir), "--ar-model", str(ar_model_dir)])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1, err

@@ -171,3 +171,23 @@ def test_runs_reuse_worker_threads_instead_of_leaving_one_per_run_behind():
         assert live.LiveRun(lambda emit, cancel: ran_on.append(threading.current_thread())).start().wait(10)
     # a fresh thread per run (ended with it) left ~0.1 MB of torch's per-thread state behind each time
     assert all(t.is_alive() for t in ran_on) and workers() <= before + 2
+
+
+def test_a_run_s_result_is_its_trace_or_one_line_saying_why_not():
+    def ends(emit, cancel):
+        emit(RunStart("ar", 3, 1, 10, 4, {}, [1], 0))
+        emit(RunEnd("eos", 1, 0, 0.01))
+
+    def raises(emit, cancel):
+        raise RuntimeError("out of memory")
+
+    def hangs(emit, cancel):
+        cancel.wait(30)
+
+    assert live.LiveRun(ends).start().result(10).end.finish_reason == "eos"
+    with pytest.raises(ValueError, match="^RuntimeError: out of memory$"):
+        live.LiveRun(raises).start().result(10)
+    slow = live.LiveRun(hangs).start()
+    with pytest.raises(ValueError, match=r"^the search run did not finish in 0.2 s$"):
+        slow.result(0.2, "the search run")
+    assert slow.cancel.is_set() and slow.wait(10)  # stopped, not left running

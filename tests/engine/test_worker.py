@@ -19,7 +19,7 @@ from gradio_client import Client
 from dg.ar import generate_ar
 from dg.config import MODES, SamplerConfig
 from dg.edits import CanvasEdit
-from dg.loading import share_cpu
+from dg.devices import share_cpu
 from dg.denoise import denoise_once
 from dg.sampler import generate_diffusion
 from dg.trace import Trace
