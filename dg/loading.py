@@ -152,12 +152,24 @@ def load_ar_model(source: str, device=None) -> ARModel:
     return ARModel(model, tokenizer, str(source))
 
 
+def check_fused(device) -> None:
+    """The fused path runs Triton kernels: a one-line ValueError on a device they cannot run on."""
+    if torch.device(device).type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+        raise ValueError(f"--path fused runs dg's Triton kernels: it needs CUDA (or TRITON_INTERPRET=1 on a CPU, "
+                         f"for tests), not {device}; use --path graphs or eager")
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        raise ValueError("--path fused runs dg's Triton kernels: pip install triton") from None
+
+
 def load(model: str | os.PathLike | None = None, device=None, dtype: torch.dtype | None = None,
          path: str = "auto", warm: bool = True) -> Loaded:
     """The checkpoint on `device` (CUDA when available), its processor and sampler defaults; `path` (dg.paths:
-    "auto" | "eager" | "compiled" | "graphs") is how every run passes through it: a compiled AR step is warmed
-    here unless `warm` is False (a process making one run, which pays it then, and only if it is AR), graphed
-    passes are captured in the first run that makes each shape."""
+    "auto" | "eager" | "compiled" | "graphs" | "fused") is how every run passes through it: a compiled AR step is
+    warmed here unless `warm` is False (a process making one run, which pays it then, and only if it is AR),
+    graphed passes are captured in the first run that makes each shape, the fused path's norms are swapped in
+    here (dg.kernels.fused_norms)."""
     from transformers import AutoProcessor, DiffusionGemmaForBlockDiffusion
     from transformers.utils import logging as hf_logging
 
@@ -166,6 +178,8 @@ def load(model: str | os.PathLike | None = None, device=None, dtype: torch.dtype
     source = resolve(model)
     device, default_dtype = pick_device(device)
     path = choose_path(path, device)
+    if path == "fused":
+        check_fused(device)  # before the weights load: a CPU without Triton's interpreter cannot run it
     dtype = dtype or default_dtype
     try:
         # device_map: each tensor goes from the safetensors mmap straight to `device`; a 26B checkpoint never
@@ -178,8 +192,12 @@ def load(model: str | os.PathLike | None = None, device=None, dtype: torch.dtype
         sampler_config = SamplerConfig.from_generation_config(net.generation_config)
     except Exception as err:  # a broken config, missing or truncated weights, a foreign tokenizer: one line
         raise ValueError(f"cannot load the checkpoint {source}: {one_line(err)}") from err
-    if path == "graphs" and net.config._attn_implementation != "sdpa":
+    if path in ("graphs", "fused") and net.config._attn_implementation != "sdpa":
         net.set_attn_implementation("sdpa")  # the graphed passes' masks are sdpa's boolean ones
+    if path == "fused":
+        from dg.kernels.fused_norms import fuse_norms
+
+        fuse_norms(net)
     if warm:
         warm_ar_path(net, path)
     return Loaded(net, processor, sampler_config, source, device, dtype, path)

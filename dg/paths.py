@@ -11,7 +11,10 @@ and a crop that drops keys a rejected draft wrote. `open_passes` gives a run the
 - "compiled": a static cache from a pool on the model and `torch.compile` of the encoder pass (CUDA graphs on
   a GPU); AR only: a crop cannot roll a compiled static cache back;
 - "graphs": static buffers and captured CUDA graphs for every pass after the prefill (dg.graphs); on a CPU the
-  same buffers and calls run eagerly, which is what the parity tests run.
+  same buffers and calls run eagerly, which is what the parity tests run;
+- "fused": the graphed passes, with every RMSNorm of the model on dg's Triton kernel (dg.kernels.fused_norms:
+  one launch per norm instead of a chain of eight), swapped in at load; it needs CUDA (or Triton's interpreter),
+  and its float32 sums run in another order than torch's, so it keeps `generate()`'s tokens only up to rounding.
 
     python -m pytest tests/test_paths.py -q
 """
@@ -25,7 +28,7 @@ import torch
 from dg.graphs import graphed_passes
 from dg.passes import after_prefill, decode, decoder_mask, encode, new_cache, positions, static_capacity
 
-PATHS = ("auto", "eager", "compiled", "graphs")  # what `choose_path` takes; "auto" picks per device
+PATHS = ("auto", "eager", "compiled", "graphs", "fused")  # what `choose_path` takes; "auto" picks per device
 
 
 def choose_path(path: str, device) -> str:
@@ -44,6 +47,8 @@ def mode_path(path: str, mode: str) -> str:
     """The path a run of `mode` takes on a model loaded on `path`: compiling is AR's alone (hybrid crops its
     cache, which a compiled static cache cannot; a whole compiled decoder did not finish compiling at full
     size), so diffusion and hybrid run eager beside a compiled AR."""
+    if path == "fused":
+        return "graphs"  # the norms were fused once, at load; the passes are the graphed ones
     return "eager" if path == "compiled" and mode != "ar" else path
 
 

@@ -25,14 +25,12 @@ the same as the torch path's `torch.multinomial` ones (only that path reproduces
 for bit), but they follow the same distribution.
 """
 
-import os
-from contextlib import nullcontext
-
 import torch
 import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
+from dg.kernels.launch import check_device, device_guard, round_to_bf16
 from dg.kernels.reference import StepSample
 
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16)
@@ -60,15 +58,6 @@ PER_CALL_INTEGERS = ("seed",)
 # ---------------------------------------------------------------------------------------------
 # 2. Kernels.
 # ---------------------------------------------------------------------------------------------
-@triton.jit
-def _round_to_bf16(y):
-    """Round fp32 to bf16, ties to even, with integer ops (bit-exact on GPU and in the interpreter,
-    whose own fp32 -> bf16 cast truncates). Returns the bf16 value widened back to fp32."""
-    bits = y.to(tl.uint32, bitcast=True)
-    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-    return rounded.to(tl.float32, bitcast=True)
-
-
 @triton.jit
 def _log2(x, FAST_LOG2: tl.constexpr):
     if FAST_LOG2:  # lg2.approx on CUDA; tl.log2 is a ~12-FMA libdevice polynomial
@@ -111,7 +100,7 @@ def _online_update(
     x = tl.load(logits_ptr + offsets, mask=mask, other=float("-inf")).to(tl.float32)
     y = tl.div_rn(x, temperature)  # IEEE division, as torch's CPU path
     if ROUND_BF16:
-        y = _round_to_bf16(y)  # statistics of exactly the scaled logits the caller receives
+        y = round_to_bf16(y)  # statistics of exactly the scaled logits the caller receives
     tl.store(scaled_ptr + offsets, y.to(scaled_ptr.dtype.element_ty), mask=mask)
 
     take = y > best  # strict: the earliest column wins ties, as torch.argmax
@@ -291,19 +280,6 @@ def _accept_renoise_kernel(
 # ---------------------------------------------------------------------------------------------
 # 3. Launchers.
 # ---------------------------------------------------------------------------------------------
-def _check_device(tensor: torch.Tensor) -> None:
-    if not tensor.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
-        raise RuntimeError(
-            f"the Triton sampling path needs CUDA tensors (or TRITON_INTERPRET=1 on CPU), got {tensor.device}"
-        )
-
-
-def _device_guard(device: torch.device):
-    """Launch on the tensors' GPU: Triton launches on the *current* CUDA device, so a tensor on cuda:1
-    read by a kernel launched on cuda:0 is an illegal address."""
-    return torch.cuda.device(device) if device.type == "cuda" else nullcontext()
-
-
 def _rows_per_program(n_rows: int, block_v: int, device: torch.device) -> int:
     """Several rows per program when the vocabulary is small. The interpreter runs programs one
     after another with a fixed cost per op, so there wide (rows x vocab) tiles are what is fast."""
@@ -348,7 +324,7 @@ def vocab_pass(
         raise ValueError(f"seed must be in [0, 2**63), got {seed}")
     if isinstance(temperature, (int, float)) and temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
-    _check_device(logits)
+    check_device(logits, "the Triton sampling path")
     batch_size, canvas_length, vocab_size = logits.shape
     if vocab_size >= 2**31:
         raise ValueError(f"vocabulary must be < 2**31 (int32 indices), got {vocab_size}")
@@ -375,7 +351,7 @@ def vocab_pass(
     sampled = torch.empty_like(argmax)
     log_normalizer = torch.empty_like(entropy)
     block_r = min(1024, triton.next_power_of_2(n_rows))
-    with _device_guard(logits.device):
+    with device_guard(logits.device):
         _vocab_pass_kernel[grid](
             logits, scaled, temperature, partial_f32, partial_i32, seed, n_rows, vocab_size,
             tiles_per_split, ROWS=rows_per_program, BLOCK_V=block_v, ROUND_BF16=logits.dtype == torch.bfloat16,
@@ -405,12 +381,12 @@ def accept_and_renoise(
         raise ValueError(f"entropy and sampled must be on one device, got {entropy.device} and {sampled.device}")
     if entropy_bound < 0:
         raise ValueError(f"entropy_bound must be >= 0, got {entropy_bound}")
-    _check_device(entropy)
+    check_device(entropy, "the Triton sampling path")
     batch_size, canvas_length = entropy.shape
     accepted = torch.empty((batch_size, canvas_length), dtype=torch.uint8, device=entropy.device)
     next_canvas = torch.empty_like(sampled)
     block = min(64, triton.next_power_of_2(canvas_length))  # (64, 64) comparisons per inner step
-    with _device_guard(entropy.device):
+    with device_guard(entropy.device):
         _accept_renoise_kernel[(batch_size, triton.cdiv(canvas_length, block))](
             entropy, sampled, accepted, next_canvas, seed, NOISE_COUNTER_BASE, canvas_length,
             vocab_size, float(entropy_bound), BLOCK_I=block, BLOCK_J=block,

@@ -287,13 +287,13 @@ def test_a_fresh_seed_never_compiles_another_kernel_variant(kernel):
 
 def test_every_launch_is_guarded_by_the_device_of_its_tensors(monkeypatch):
     guarded = []
-    real_guard = fused_sampling._device_guard
+    real_guard = fused_sampling.device_guard
 
     def recording_guard(device):
         guarded.append(torch.device(device))
         return real_guard(device)
 
-    monkeypatch.setattr(fused_sampling, "_device_guard", recording_guard)
+    monkeypatch.setattr(fused_sampling, "device_guard", recording_guard)
     logits = _logits(1, 7, 300, torch.float32)
     fused_sampling.sample_step_triton(logits, TEMPERATURE, torch.zeros(1, 7, dtype=torch.long, device=DEVICE), 0.1,
                                       seed=5)
@@ -301,9 +301,9 @@ def test_every_launch_is_guarded_by_the_device_of_its_tensors(monkeypatch):
 
 
 def test_the_device_guard_makes_the_tensors_gpu_current():
-    guard = fused_sampling._device_guard(torch.device("cuda", 1))  # built without touching CUDA
+    guard = fused_sampling.device_guard(torch.device("cuda", 1))  # built without touching CUDA
     assert isinstance(guard, torch.cuda.device) and guard.idx == 1
-    assert not isinstance(fused_sampling._device_guard(torch.device("cpu")), torch.cuda.device)
+    assert not isinstance(fused_sampling.device_guard(torch.device("cpu")), torch.cuda.device)
 
 
 def test_a_fused_step_s_record_takes_its_top_k_from_the_log_normalizer():
