@@ -219,9 +219,12 @@ def check_pos(trace, pos) -> int:
     if pos != int(pos):
         raise ValueError(f"position must be a whole number, got {pos}")
     pos = int(pos)
-    if trace.steps and not 0 <= pos < len(trace.steps[0].argmax):
-        raise ValueError(f"position {pos} is outside this canvas's 0–{len(trace.steps[0].argmax) - 1}")
-    return pos if trace.steps else 0
+    if pos < 0:
+        raise ValueError(f"position must be 0 or more, got {pos}")
+    steps = trace.steps if trace is not None else []
+    if steps and pos >= len(steps[0].argmax):
+        raise ValueError(f"position {pos} is outside this canvas's 0–{len(steps[0].argmax) - 1}")
+    return pos if steps else 0
 
 
 def inspect_at(trace, tokenizer, index, pos) -> str:
@@ -346,11 +349,11 @@ def _wire_replay(loaded, shared: RunState, reference: SkillExamples, views: View
 
     def replay(history, label, step, show, pos):
         trace = history.find(label)
+        with refused_input():  # a typed position outside the canvas: one line, the views stay as they were
+            inspect = check_pos(trace, pos)
         if trace is None or not trace.steps:
             return gr.skip(), gr.skip(), gr.skip()
         index = step_index(trace, step)
-        with refused_input():  # a typed position outside the canvas: one line, the views stay as they were
-            inspect = check_pos(trace, pos)
         return (render.canvas_parts(trace, tok, index, show=show, inspect=inspect),
                 render.step_panel_html(trace, index), inspect_at(trace, tok, index, inspect))
 
