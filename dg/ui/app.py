@@ -18,6 +18,7 @@ import argparse
 import socket
 import sys
 from contextlib import contextmanager
+from pathlib import Path
 
 import gradio as gr
 import torch
@@ -35,8 +36,21 @@ from dg.loading import load_ar_model
 
 MAX_UPLOAD = "20mb"
 LAUNCH = dict(max_file_size=MAX_UPLOAD, state_session_capacity=MAX_SESSIONS)  # past it Gradio drops the oldest
-# The presenter view: canvas full width with large cells, the controls above it (theme.CSS, body.dg-presenter).
-PRESENTER_JS = "(on) => { document.body.classList.toggle('dg-presenter', on); }"
+# The presenter view (theme.CSS, body.dg-presenter): the inputs one bar on top, the canvas full width with large
+# cells under it, the status line large; the examples fold (open again when the view is left).
+PRESENTER_JS = """(on) => {
+  document.body.classList.toggle('dg-presenter', on);
+  const examples = document.querySelector('#dg-examples > .label-wrap');
+  if (examples && examples.classList.contains('open') === on) examples.click();
+}"""
+
+
+def header(loaded) -> str:
+    """The model's title line with the checkpoint by its name: a hub id as it is, a local folder by its own name
+    (the page never shows a path on the server's disk)."""
+    source = str(loaded.source)
+    name = Path(source).name if Path(source).is_dir() else source
+    return loaded.describe().replace(source, name, 1)
 
 
 def build_app(loaded, ar_model=None, concurrency: int = 64) -> gr.Blocks:
@@ -48,7 +62,7 @@ def build_app(loaded, ar_model=None, concurrency: int = 64) -> gr.Blocks:
     files.private_cache()  # Gradio's copies and uploads go to the private, bounded folder
     with gr.Blocks(title="DiffusionGemma, step by step") as demo:
         with gr.Row(equal_height=True):
-            gr.Markdown(f"# DiffusionGemma, step by step\n`{loaded.describe()}`")
+            gr.Markdown(f"# DiffusionGemma, step by step\n`{header(loaded)}`", elem_id="dg-header")
             presenter = gr.Checkbox(label="Presenter view", info="full-width canvas, large cells, for a room",
                                     scale=0, min_width=220)
         presenter.change(None, presenter, None, js=PRESENTER_JS)

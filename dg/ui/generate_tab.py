@@ -43,6 +43,23 @@ CLICK_JS = """element.addEventListener('click', (e) => {
   box.value = cell.dataset.pos;
   box.dispatchEvent(new Event('input', {bubbles: true}));
 });"""
+# A view that keeps the tallest height it has had since the run began (a canvas wraps onto more rows at some steps
+# than at others): what follows it does not jump while the run plays. RUN_JS lets it start afresh.
+HOLD_JS = """
+const held = element.closest('.block') || element;
+held.classList.add('dg-held-height');
+new ResizeObserver(() => {
+  const h = held.getBoundingClientRect().height;
+  if (h > (parseFloat(held.style.minHeight) || 0)) held.style.minHeight = h + 'px';
+}).observe(held);"""
+# A run starts: the held heights start afresh; in the presenter view the examples fold and the canvas comes into view.
+RUN_JS = """() => {
+  for (const held of document.querySelectorAll('.dg-held-height')) held.style.minHeight = '';
+  if (!document.body.classList.contains('dg-presenter')) return;
+  const examples = document.querySelector('#dg-examples > .label-wrap.open');
+  if (examples) examples.click();
+  requestAnimationFrame(() => document.getElementById('dg-canvas').scrollIntoView({block: 'start'}));
+}"""
 
 
 @dataclass
@@ -85,6 +102,7 @@ class Views:
     inspector: gr.HTML
     timer: gr.Timer
     playing: gr.State
+    legend: gr.HTML  # the states the chosen mode can show
 
 
 @dataclass
@@ -108,17 +126,18 @@ class GenerateTab:
 
 
 def build(loaded, shared: RunState) -> GenerateTab:
-    """Prompt + settings on the left; live canvas, step panel, replay, inspector and A/B on the right
-    (stacked, full width, in the presenter view); plots below."""
+    """Prompt + settings on the left; live canvas, step panel, replay, inspector and A/B on the right; plots below.
+    The presenter view (theme.CSS) makes the inputs one bar on top and stacks the rest under it, full width."""
     with gr.Row(elem_id="dg-main"):
-        with gr.Column(scale=2, min_width=340):
+        with gr.Column(scale=2, min_width=340, elem_id="dg-inputs"):
             inputs = _input_column(loaded)
-        with gr.Column(scale=3, min_width=420):
-            views = _view_column(loaded)
+        with gr.Column(scale=3, min_width=420, elem_id="dg-views"):
+            views = _view_column(loaded, inputs.mode.value)
             edit = edit_panel.panel(loaded, inputs.prompt, inputs.thinking)
             ab = _ab_box()
     results = _results(ab)
     reference = SkillExamples.load()
+    _wire_layout(inputs, views)  # first: a click's JS runs before the run it starts sends its first frame
     plot_io = _wire_generate(loaded, shared, reference, inputs, views, results)
     edit_panel.wire(loaded, shared, edit, edit_panel.Hooks(
         inputs.run, inputs.image, views.picker, views.status,
@@ -137,30 +156,41 @@ def is_embedded(loaded) -> bool:
 
 
 def _input_column(loaded) -> Inputs:
-    prompt = gr.Textbox(label="Prompt", lines=2, placeholder="Ask something, or pick an example below")
-    with gr.Row():
+    """The prompt and what a run reads. The presenter view lays the prompt, Generate/Stop, mode, thinking and pace
+    out as one bar, the Examples folded under it, the image and the settings below the views (theme.CSS)."""
+    prompt = gr.Textbox(label="Prompt", lines=2, placeholder="Ask something, or pick an example below",
+                        elem_id="dg-prompt")
+    with gr.Row(elem_id="dg-image-row"):
         image = gr.File(label="Image (optional)", file_types=["image"], type="filepath", height=110)
         preview = gr.Image(label="Image", interactive=False, height=110, visible=False)
-    thinking = gr.Checkbox(label="Thinking", info="<|think|>: a thought channel first, then the answer")
+    thinking = gr.Checkbox(label="Thinking", info="<|think|>: a thought channel first, then the answer",
+                           elem_id="dg-thinking")
     mode = modes.selector()
     pace = gr.Slider(0, MAX_PACE_MS, value=0, step=50, label="Pace: ms per step on screen", elem_id="dg-pace",
                      info="0 = as fast as the model runs; more = slow motion to narrate (the sampler keeps its speed)")
-    with gr.Row():
+    with gr.Row(elem_id="dg-run"):
         go = gr.Button("Generate", variant="primary", elem_id="dg-go")
-        stop = gr.Button("Stop", variant="stop")
-    examples = load_examples()
-    with gr.Accordion("Examples", open=True):
-        gr.Examples(examples["tiny"] + examples.get("race", []), [prompt, image, thinking], examples_per_page=20,
-                    label="The embedded tiny model's skills (its reply is checked against the reference; the last "
-                          "is the Race tab's sum, which diffusion gets wrong at seed 0 and AR right)")
-        gr.Examples(examples["general"], [prompt, image, thinking], label="General (for the released model)" + (
-            ": the tiny model's reply to them has no meaning" if is_embedded(loaded) else ""))
-    with gr.Accordion("Sampler settings", open=False):
+        stop = gr.Button("Stop", variant="stop", elem_id="dg-stop")
+    _examples(loaded, prompt, image, thinking)
+    with gr.Accordion("Sampler settings", open=False, elem_id="dg-settings"):
         config = loaded.sampler_config
         knobs = [_knob_slider(k, config, budget_limit(loaded.model)) for k in KNOBS]
         # no precision=0: Gradio would round 1.5 to 2 and run another seed; dg's check refuses it instead
         seed = gr.Number(0, label="seed", info="torch.manual_seed(seed) right before the run")
     return Inputs(prompt, image, preview, thinking, pace, go, stop, Settings(knobs, seed), mode)
+
+
+def _examples(loaded, prompt, image, thinking) -> gr.Accordion:
+    """The examples, open beside the views for a visitor, folded in the presenter view (PRESENTER_JS in dg.ui.app
+    folds them, and a Generate click folds them again there): open, the tiny model's table is some 1,300 px."""
+    examples = load_examples()
+    with gr.Accordion("Examples", open=True, elem_id="dg-examples") as accordion:
+        gr.Examples(examples["tiny"] + examples.get("race", []), [prompt, image, thinking], examples_per_page=20,
+                    label="The embedded tiny model's skills (its reply is checked against the reference; the last "
+                          "is the Race tab's sum, which diffusion gets wrong at seed 0 and AR right)")
+        gr.Examples(examples["general"], [prompt, image, thinking], label="General (for the released model)" + (
+            ": the tiny model's reply to them has no meaning" if is_embedded(loaded) else ""))
+    return accordion
 
 
 def _knob_slider(knob, config, budget: int | None) -> gr.Slider:
@@ -170,25 +200,43 @@ def _knob_slider(knob, config, budget: int | None) -> gr.Slider:
                      info=knob.help)
 
 
-def _view_column(loaded) -> Views:
-    status = gr.Markdown("Pick an example or type a prompt, then **Generate**.", elem_id="dg-status")
-    gr.HTML(CSS + render.legend_html())  # the page's one copy of the views' CSS
-    panel = gr.HTML()
+def _legend(shown_mode: str) -> str:
+    """The legend of the mode chosen on the selector (its name as shown there)."""
+    return render.legend_html(modes.engine_mode(shown_mode))
+
+
+def _view_column(loaded, mode: str) -> Views:
+    """The legend, the canvas with the status line under it, the step panel, the text, the replay and inspector.
+    Nothing above the canvas changes while a run plays (the legend changes with the mode), and the canvas and
+    panel keep their height through a run (HOLD_JS), so neither the canvas nor what follows it jumps."""
+    gr.HTML(CSS, elem_id="dg-css")  # the page's one copy of the views' CSS
+    legend = gr.HTML(_legend(mode), elem_id="dg-legend")
     canvas = gr.HTML(render.canvas_parts(Trace(), loaded.tokenizer), html_template=render.PARTS_TEMPLATE,
-                     elem_id="dg-canvas", js_on_load=CLICK_JS)
+                     elem_id="dg-canvas", js_on_load=CLICK_JS + HOLD_JS)
+    status = gr.Markdown("Pick an example or type a prompt, then **Generate**.", elem_id="dg-status")
+    panel = gr.HTML(elem_id="dg-panel", js_on_load=HOLD_JS)
     text = gr.HTML(elem_id="dg-text")
-    with gr.Row():
+    with gr.Row(elem_id="dg-replay-row"):
         run_picker = gr.Dropdown([], label="Run", info="every run of this session keeps its replay", scale=3)
         show = gr.Radio(list(render.SHOWS), value="argmax", label="cells show", scale=2)
         play = gr.Button(PLAY, scale=1)
     step = gr.Slider(1, 2, value=1, step=1, label="Replay: run step (all canvases in order, from 1)",
                      elem_id="dg-replay", interactive=False)  # until a run exists
-    with gr.Row():
+    with gr.Row(elem_id="dg-inspect-row"):
         # no precision or minimum: Gradio would round 2.5 or word a -1 its own way; `check_pos` names both
         pos = gr.Number(0, label="Inspect position (click a cell)", elem_id="dg-pos", scale=1, min_width=120)
         inspector = gr.HTML(scale=3)
     return Views(status, panel, canvas, text, run_picker, show, play, step, pos, inspector,
-                 gr.Timer(PLAY_INTERVAL_S, active=False), gr.State(False))
+                 gr.Timer(PLAY_INTERVAL_S, active=False), gr.State(False), legend)
+
+
+def _wire_layout(inputs: Inputs, views: Views) -> None:
+    """The legend follows the mode selector; a Generate click (or Enter in the prompt) starts the views' held
+    heights afresh and, in the presenter view, folds the examples and scrolls to the canvas."""
+    inputs.mode.change(_legend, inputs.mode, views.legend, queue=False, show_progress="hidden",
+                       api_visibility="private")
+    for starts_a_run in (inputs.go.click, inputs.prompt.submit):
+        starts_a_run(None, js=RUN_JS)
 
 
 def _ab_box() -> tuple:
@@ -219,11 +267,11 @@ def check_pos(trace, pos) -> int:
     if pos != int(pos):
         raise ValueError(f"position must be a whole number, got {pos}")
     pos = int(pos)
-    if pos < 0:
-        raise ValueError(f"position must be 0 or more, got {pos}")
     steps = trace.steps if trace is not None else []
-    if steps and pos >= len(steps[0].argmax):
+    if steps and not 0 <= pos < len(steps[0].argmax):
         raise ValueError(f"position {pos} is outside this canvas's 0–{len(steps[0].argmax) - 1}")
+    if pos < 0:  # no canvas to name: the box's own range
+        raise ValueError(f"position must be 0 or more, got {pos}")
     return pos if steps else 0
 
 

@@ -17,8 +17,8 @@ from dg.prompts import THOUGHT_CLOSE, THOUGHT_OPEN, decode_reply
 from dg.trace import STOP_LABELS
 from dg.trace import Trace
 from dg.view import hybrid
-from dg.view.theme import STATE_COLORS, STATE_HELP, STATE_SHORT, STATES, THOUGHT_MARK, esc, fill, meter, piece_html, \
-    plural, token_piece
+from dg.view.theme import STATE_COLORS, STATE_SHORT, THOUGHT_MARK, TOKEN_STATES, esc, fill, meter, mode_states, \
+    piece_html, plural, token_piece
 
 SHOWS = ("argmax", "noisy", "sampled")
 
@@ -208,13 +208,15 @@ def _cells(cells: list[dict], what: str | None = None, inspect: int | None = Non
             for c in cells]
 
 
-def legend_html() -> str:
-    """Every token state with its colour and a few visible words (the full meaning in the tooltip)."""
-    items = [f'<span class="dg-li"><span class="dg-cell dg-{s}" style="{fill(STATE_COLORS[s])}" '
-             f'title="{esc(STATE_HELP[s])}">{s}</span><span class="dg-what">{esc(STATE_SHORT[s])}</span></span>'
-             for s in STATES]
-    items.append('<span class="dg-li"><span class="dg-cell dg-thought" style="border-color:#94a3b8" '
-                 'title="inside &lt;|channel&gt;thought … &lt;channel|&gt;">thought</span>'
+def legend_html(mode: str | None = None) -> str:
+    """Each token state a run of `mode` can show (every state when None: a page of any run), with its colour and
+    a few visible words (the full meaning in the tooltip), and the thought mark."""
+    states = TOKEN_STATES if mode is None else mode_states(mode)
+    items = [f'<span class="dg-li" data-state="{s.name}"><span class="dg-cell dg-{s.name}" style="{fill(s.color)}" '
+             f'title="{esc(s.help)}">{s.name}</span><span class="dg-what">{esc(s.short)}</span></span>'
+             for s in states]
+    items.append('<span class="dg-li" data-state="thought"><span class="dg-cell dg-thought" '
+                 'style="border-color:#94a3b8" title="inside &lt;|channel&gt;thought … &lt;channel|&gt;">thought</span>'
                  f'<span class="dg-what">{THOUGHT_MARK}</span></span>')
     return '<div class="dg-view dg-legend">' + "".join(items) + "</div>"
 
@@ -226,6 +228,9 @@ def _kv(key, value, tip: str = "") -> str:
 
 def _badge(text, color) -> str:
     return f'<span class="dg-badge" style="{fill(color)}">{esc(text)}</span>'
+
+
+HELD_BADGE = '<span class="dg-badge dg-held" aria-hidden="true">&nbsp;</span>'  # a badge's height, unseen
 
 
 def _group(name: str) -> str:
@@ -250,7 +255,8 @@ def _run_so_far(trace, pending_canvas: int | None = None) -> str:
 
 
 def step_panel_html(trace, step_index: int | None = None) -> str:
-    """This step's values (canvas k/K, step n/N, τ, accepted, entropy, stable), then the run up to it."""
+    """This step's values (canvas k/K, step n/N, τ, accepted, entropy, stable), a hybrid run's verify round, the
+    badges, then the run up to it: one row each, every row at every step of a run (nothing jumps as it plays)."""
     head = '<div class="dg-view dg-panel">'
     if trace.start is None:
         return head + f'<span class="dg-muted">{esc(IDLE)}</span></div>'
@@ -272,24 +278,33 @@ def step_panel_html(trace, step_index: int | None = None) -> str:
              _kv("mean H", f'{rec.mean_entropy:.4f} {"&lt;" if rec.confident else "≥"} '
                  f'{cfg.get("confidence_threshold", float("nan")):g}'),
              _kv("stable", "yes" if rec.stable else "no")]
-    if trace.mode == "hybrid":
+    rows = ["".join(parts)]
+    if trace.mode == "hybrid":  # a row of its own, drawn at every step: its facts come and go, the row stays
         facts = hybrid.round_facts(trace, i)
         if facts:  # the round's number alone: a live run has no known total, so no "7/7" while it runs
             facts["round"] = hybrid.round_index(trace, i) + 1
         facts = [_kv(k, v) for k, v in facts.items()]
         waiting = '<span class="dg-muted">AR has not verified this draft yet</span>'
-        parts += [_group("verify round"), *(facts or [waiting])]
-    canvas = next((c for c in trace.canvases if c.canvas == rec.canvas), None)
-    if rec.stop_reason:
-        parts.append(_badge(STOP_LABELS.get(rec.stop_reason, rec.stop_reason), STATE_COLORS["committed"]))
-        if canvas is not None and canvas.eos:
-            parts.append(_badge(STOP_LABELS["eos"], STATE_COLORS["pad"]))
+        rows.append(_group("verify round") + "".join(facts or [waiting]))
     so_far = trace_until(trace, i)
-    pending = None if rec.stop_reason else rec.canvas
     end = trace.end.finish_reason if trace.end is not None and so_far is trace else None
-    tail = [_badge(f"run ended: {STOP_LABELS.get(end, end)}", STATE_COLORS["pad"])] if end == "pad_canvas" else []
-    return (head + "".join(parts) + "</div>" + '<div class="dg-view dg-panel">' + _group("run up to this step")
-            + _run_so_far(so_far, pending) + "".join(tail) + "</div>")
+    rows += [_badges(trace, rec, end),
+             _group("run up to this step") + _run_so_far(so_far, None if rec.stop_reason else rec.canvas)]
+    return "".join(f"{head}{row}</div>" for row in rows)
+
+
+def _badges(trace, rec, end: str | None) -> str:
+    """The badges' row: why the step's canvas stopped (and its EOS), a run ended on an all-pad canvas. It is
+    drawn at every step, one unseen badge high when the step has none, so the panel keeps its rows."""
+    badges = []
+    if rec.stop_reason:
+        badges.append(_badge(STOP_LABELS.get(rec.stop_reason, rec.stop_reason), STATE_COLORS["committed"]))
+        canvas = next((c for c in trace.canvases if c.canvas == rec.canvas), None)
+        if canvas is not None and canvas.eos:
+            badges.append(_badge(STOP_LABELS["eos"], STATE_COLORS["pad"]))
+    if end == "pad_canvas":
+        badges.append(_badge(f"run ended: {STOP_LABELS.get(end, end)}", STATE_COLORS["pad"]))
+    return "".join(badges) or HELD_BADGE
 
 
 def _topk_table(tokenizer, ids, probs) -> str:

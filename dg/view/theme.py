@@ -14,6 +14,8 @@ import html
 import re
 from typing import NamedTuple
 
+from dg.config import MODES
+
 
 class TokenState(NamedTuple):
     """What a canvas position is at a step, as every view shows it."""
@@ -22,11 +24,12 @@ class TokenState(NamedTuple):
     color: str
     short: str  # the legend's visible words
     help: str  # the full sentence, in each tooltip
+    modes: tuple = ("diffusion", "hybrid")  # the decoding modes (dg.config.MODES) whose canvas can show it
 
 
 TOKEN_STATES = (  # legend order
     TokenState("committed", "#6366f1", "earlier canvas",
-               "committed in an earlier canvas; the encoder has it in the KV cache"),
+               "committed in an earlier canvas; the encoder has it in the KV cache", ("diffusion",)),
     TokenState("accepted", "#16a34a", "kept this step",
                "accepted this step: within the entropy bound, kept as the sampled token"),
     TokenState("changed", "#f59e0b", "renoised, argmax changed", "renoised; its argmax differs from the previous step's"),
@@ -35,20 +38,35 @@ TOKEN_STATES = (  # legend order
     TokenState("noise", "#94a3b8", "renoised, argmax same", "renoised; argmax unchanged since the previous step"),
     TokenState("pad", "#475569", "after EOS", "after the first EOS: becomes pad when the canvas is committed"),
     TokenState("pinned", "#c026d3", "pinned by you",
-               "pinned: held at your draft's token in every step, never renoised (infill, an edited canvas)"),
+               "pinned: held at your draft's token in every step, never renoised (infill, an edited canvas)",
+               ("diffusion",)),  # a hybrid run's pinned cells are its verified tokens
     # hybrid decoding (dg.hybrid): a verify round's verdict on the draft
     TokenState("verified", "#3b82f6", "hybrid: verified earlier",
-               "hybrid: greedy AR's token, verified in an earlier round; pinned in the draft, never renoised"),
-    TokenState("agreed", "#14b8a6", "hybrid: draft = AR", "hybrid: the draft's token equals greedy AR's: kept"),
+               "hybrid: greedy AR's token, verified in an earlier round; pinned in the draft, never renoised",
+               ("hybrid",)),
+    TokenState("agreed", "#14b8a6", "hybrid: draft = AR", "hybrid: the draft's token equals greedy AR's: kept",
+               ("hybrid",)),
     TokenState("bonus", "#f97316", "hybrid: AR token",
-               "hybrid: AR's token at the first disagreement with the draft: every round gains it"),
+               "hybrid: AR's token at the first disagreement with the draft: every round gains it", ("hybrid",)),
     TokenState("rejected", "#e11d48", "hybrid: rejected draft",
-               "hybrid: draft after the first disagreement: dropped, drafted again next round"),
+               "hybrid: draft after the first disagreement: dropped, drafted again next round", ("hybrid",)),
 )
+# an AR run's canvas is its tokens, each committed by the forward that made it: one state, in committed's colour
+AR_TOKEN = TOKEN_STATES[0]._replace(short="AR token, one per forward",
+                                    help="greedy AR's token: one forward each, committed at once", modes=("ar",))
 STATES = tuple(s.name for s in TOKEN_STATES)
 STATE_COLORS = {s.name: s.color for s in TOKEN_STATES}
 STATE_HELP = {s.name: s.help for s in TOKEN_STATES}
 STATE_SHORT = {s.name: s.short for s in TOKEN_STATES}
+
+
+def mode_states(mode: str) -> tuple[TokenState, ...]:
+    """The token states a run of `mode` (dg.config.MODES) can show, in legend order: its legend."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    return tuple(s for s in (*TOKEN_STATES, AR_TOKEN) if mode in s.modes)
+
+
 THOUGHT_COLOR = "#a855f7"  # tokens inside the thought channel
 THOUGHT_MARK = "dashed border, italic"  # how every view marks a thought token (page, GIF, replay)
 AR_COLOR = STATE_COLORS["bonus"]  # the AR lane of a race: AR's own tokens
@@ -101,8 +119,30 @@ CSS = """<style>
 .dg-scroll{overflow-x:auto;max-width:100%}
 .dg-fig{display:block;width:100%;height:auto;max-height:260px}
 .dg-fig text{font-family:inherit;font-size:11px;fill:currentColor}
-body.dg-presenter #dg-main{flex-direction:column}
-body.dg-presenter #dg-main>div{width:100%;max-width:100%;flex:1 1 auto}
+.dg-badge.dg-held{visibility:hidden}
+#dg-css{display:none}
+#dg-status{min-height:1.6em}
+body.dg-presenter #dg-main{display:grid;grid-template-columns:minmax(240px,1fr) auto max-content auto minmax(170px,240px);
+ gap:10px 14px;align-items:end}
+body.dg-presenter #dg-main>.column,body.dg-presenter #dg-main>.column>.form{display:contents}
+body.dg-presenter #dg-main>.column>*,body.dg-presenter #dg-main>.column>.form>*{grid-column:1/-1;order:20;
+ min-width:0;width:auto;margin:0}
+body.dg-presenter #dg-main #dg-prompt{grid-area:1/1}
+body.dg-presenter #dg-main #dg-run{grid-area:1/2;flex-wrap:nowrap;align-self:end}
+body.dg-presenter #dg-main #dg-mode{grid-area:1/3}
+body.dg-presenter #dg-main #dg-thinking{grid-area:1/4}
+body.dg-presenter #dg-main #dg-pace{grid-area:1/5}
+body.dg-presenter #dg-run>button{min-width:0;flex:0 0 auto;padding-left:16px;padding-right:16px}
+body.dg-presenter #dg-mode>span:first-of-type{display:none}
+body.dg-presenter :is(#dg-prompt,#dg-mode,#dg-thinking,#dg-pace) .info-text{display:none}
+body.dg-presenter #dg-main #dg-examples{order:1}
+body.dg-presenter #dg-main #dg-canvas{order:2;scroll-margin-top:12px}
+body.dg-presenter #dg-main #dg-status{order:3}
+body.dg-presenter #dg-main #dg-panel{order:4}
+body.dg-presenter #dg-main #dg-text{order:5}
+body.dg-presenter #dg-main #dg-legend{order:6}
+body.dg-presenter #dg-main :is(#dg-image-row,#dg-settings){order:30}
+body.dg-presenter #dg-status,body.dg-presenter #dg-status *{font-size:28px;line-height:1.35}
 body.dg-presenter .dg-view{font-size:20px}
 body.dg-presenter #dg-canvas .dg-cell,body.dg-presenter #dg-edit-canvas .dg-cell{padding:5px 9px;border-width:2.5px}
 body.dg-presenter #dg-canvas .dg-pinned,body.dg-presenter #dg-edit-canvas .dg-pinned{padding:3.5px 7.5px;border-width:4px}

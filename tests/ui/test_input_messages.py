@@ -101,6 +101,8 @@ def test_check_pos_keeps_a_position_inside_the_canvas(diffusion_trace):
         generate_tab.check_pos(diffusion_trace, length)
     assert generate_tab.check_pos(Trace(), 5000) == 0  # no run yet: nothing to inspect
     assert generate_tab.check_pos(None, 7) == 0  # no run picked
-    for trace in (diffusion_trace, Trace(), None):  # a negative position is refused with or without a run
+    with pytest.raises(ValueError, match=f"position -1 is outside this canvas's 0–{length - 1}"):
+        generate_tab.check_pos(diffusion_trace, -1)
+    for trace in (Trace(), None):  # a negative position is refused with no canvas to name too
         with pytest.raises(ValueError, match="position must be 0 or more, got -1"):
             generate_tab.check_pos(trace, -1)

@@ -125,6 +125,23 @@ def test_legend_lists_every_state_in_order_with_its_meaning_visible_not_only_on_
     assert all(theme.STATE_SHORT[s] in visible for s in theme.STATES) and theme.THOUGHT_MARK in visible
 
 
+def test_each_mode_s_legend_holds_every_state_its_runs_draw_and_no_other_mode_s(diffusion_trace, eos_trace, ar_trace,
+                                                                                 hybrid_trace, processor):
+    drawn = {mode: set() for mode in ("diffusion", "ar", "hybrid")}
+    for trace in (diffusion_trace, eos_trace, ar_trace, hybrid_trace):
+        steps = len(trace.tokens) if trace.mode == "ar" else len(trace.steps)
+        for i in range(steps):
+            drawn[trace.mode] |= set(render.position_states(trace, i))
+    drawn["hybrid"].add("verified")  # its earlier canvases' rows (render.canvas_html)
+    for mode, states in drawn.items():
+        legend = re.findall(r'dg-cell dg-(\w+)"', render.legend_html(mode))
+        assert legend[-1] == "thought" and states <= set(legend), (mode, states - set(legend))
+    assert "verified" not in render.legend_html("diffusion") and "remelted" not in render.legend_html("ar")
+    assert {"agreed", "bonus", "rejected"} <= drawn["hybrid"]  # the fixtures reach every verdict
+    with pytest.raises(ValueError, match="mode must be one of"):
+        theme.mode_states("fast")
+
+
 def test_cells_show_whole_tokens_and_the_css_never_cuts_them(diffusion_trace, processor):
     tok = processor.tokenizer
     html = render.canvas_html(diffusion_trace, tok)
