@@ -235,6 +235,13 @@ class Trace:
         """Seconds since the run started at its latest record held (0.0 before any)."""
         return max((r.t for r in self.records if r.kind != "start"), default=0.0)
 
+    def at(self, seconds: float) -> "Trace":
+        """The run as it stood `seconds` after its start: the records it had made by then (a slowed replay)."""
+        if self.last_t() <= seconds:
+            return self
+        made = lambda records: [r for r in records if r.t <= seconds]  # noqa: E731
+        return Trace(self.start, made(self.steps), made(self.canvases), made(self.tokens), None, made(self.rounds))
+
     def steps_of(self, canvas: int) -> list:
         return [r for r in self.steps if r.canvas == canvas]
 

@@ -1,4 +1,5 @@
-"""Trace metrics follow the report's definitions, and traces survive a JSON round trip."""
+"""Trace metrics follow the report's definitions, a trace replays as it stood at any time, and traces survive a
+JSON round trip."""
 
 import numpy as np
 import pytest
@@ -29,6 +30,15 @@ def synthetic_trace():
     trace.add(CanvasRecord(1, 1, "stable_confident", np.array([9, 1, 0, 0]), 2, True, 0.6))
     trace.add(RunEnd("eos", 2, 4, 0.7))
     return trace
+
+
+def test_a_trace_at_a_time_holds_the_records_made_by_then_and_no_end_before_its_own():
+    trace = synthetic_trace()
+    early = trace.at(0.36)
+    assert [r.t for r in early.steps] == pytest.approx([0.1, 0.2, 0.3]) and len(early.canvases) == 1
+    assert early.end is None and not early.done and early.token_ids == [5, 6, 7, 8]
+    assert trace.at(0.0).records == [trace.start]  # only the start: nothing made yet
+    assert trace.at(0.7) is trace and trace.at(99) is trace  # the end shown: the whole run
 
 
 def test_tpf_counts_canvas_boundaries_and_transformers_variant_does_not():

@@ -21,7 +21,7 @@ import gradio as gr
 
 from dg.config import KNOBS
 from dg.engine import runs
-from dg.ui.pace import Pace
+from dg.ui.pace import Pace, SlowMotion
 from dg.engine.runs import DEFAULT_FPS, LiveRun, Sessions, awatch, prepare_run
 from dg.ui.kept import History
 from dg.prompts import open_image
@@ -194,21 +194,47 @@ async def stream(shared: RunState, request, live_runs: list[LiveRun], draw: Call
 async def paced_stream(shared: RunState, request, run: LiveRun, draw: Callable[..., dict],
                        pace_ms) -> AsyncIterator[dict]:
     """`stream` of one run in slow motion: `draw(frame, index, pace)` shows step `index` of the frame (None: the
-    step `pace` says is due); once the sampler has ended, the steps the view still owes, each at its time,
-    unless Stop came (the tail stays stoppable without a gap)."""
-    pace = Pace(pace_ms or 0)
-    tail = LiveRun(lambda emit, cancel: None, label="slow motion")  # never started: a handle for Stop
+    step `pace` says is due); once the sampler has ended, the steps the view still owes, each at its time."""
+    with refused_input():
+        pace = Pace(pace_ms or 0)
+
+    async def tail(traces, stop):
+        (trace,) = traces
+        async for index in pace.tail(len(trace.steps), stop):
+            yield draw(trace, index, pace)
+
+    async for update in held_back(shared, request, [run], lambda frame: draw(frame, None, pace), pace.seconds > 0,
+                                  tail):
+        yield update
+
+
+async def slowed_stream(shared: RunState, request, live_runs: list[LiveRun], draw: Callable[..., dict],
+                        motion: SlowMotion) -> AsyncIterator[dict]:
+    """`stream` of runs that race, `motion` times slower: `draw(*frames)` of the lanes at the race time shown;
+    once every lane has ended, the rest of the race at its pace."""
+    async def tail(traces, stop):
+        async for _ in motion.tail(traces, stop):
+            yield draw(*(motion.at(trace) for trace in traces))
+
+    async for update in held_back(shared, request, live_runs, lambda *frames: draw(*map(motion.at, frames)),
+                                  motion.slowed, tail):
+        yield update
+
+
+async def held_back(shared: RunState, request, live_runs: list[LiveRun], draw: Callable[..., dict], slowed: bool,
+                    tail: Callable[..., AsyncIterator[dict]]) -> AsyncIterator[dict]:
+    """`stream` of runs whose drawing lags them: once they have ended, `tail(traces, stop)` yields the frames the
+    view still owes, unless a run was stopped or Stop came (the tail stays stoppable without a gap)."""
+    handle = LiveRun(lambda emit, cancel: None, label="slow motion")  # never started: a handle for Stop
     try:
-        async for update in stream(shared, request, [run], lambda frame: draw(frame, None, pace),
-                                   stays_stoppable=(tail,) if pace.seconds > 0 else ()):
+        async for update in stream(shared, request, live_runs, draw, stays_stoppable=(handle,) if slowed else ()):
             yield update
-        trace = run.snapshot()
-        stopped = trace.cancelled or tail.cancel.is_set()
-        if pace.behind(len(trace.steps)) and not stopped:
-            async for index in pace.tail(len(trace.steps), tail.cancel):
-                yield draw(trace, index, pace)
+        traces = [run.snapshot() for run in live_runs]
+        if slowed and not handle.cancel.is_set() and not any(trace.cancelled for trace in traces):
+            async for update in tail(traces, handle.cancel):
+                yield update
     finally:
-        shared.sessions.discard(session_id(request), tail)
+        shared.sessions.discard(session_id(request), handle)
 
 
 def notify(run: LiveRun) -> None:

@@ -5,7 +5,9 @@ one's chart and result first; when all have finished, the tokens-vs-time chart a
 fastest lane whose answer is right (for a skill example, each answer is checked against the reference).
 The diffusion and hybrid lanes join the session's history. The default prompt is a sum of three numbers
 with thinking on, where the lanes differ: diffusion is fast but errs more often on the trace, AR is
-right but one token per forward, hybrid gives AR's tokens at a draft's pace.
+right but one token per forward, hybrid gives AR's tokens at a draft's pace. Each lane's own ✓/✗ stands
+under its heading once it has finished. Slow motion replays the race as it ran, that many times slower
+(dg.ui.pace.SlowMotion), so a presenter can narrate the moment hybrid gives AR's answer at diffusion's speed.
 
     python app.py [--ar-model DIR_OR_ID]   # then the Race tab
 """
@@ -13,9 +15,10 @@ right but one token per forward, hybrid gives AR's tokens at a draft's pace.
 import gradio as gr
 
 from dg.engine import race
-from dg.ui.common import KNOB_NAMES, RunState, picker, prepare, stream, with_api_names
+from dg.ui.common import KNOB_NAMES, RunState, picker, prepare, refused_input, slowed_stream, with_api_names
 from dg.examples import SkillExamples
 from dg.ui.generate_tab import GenerateTab, run_meta
+from dg.ui.pace import MAX_SLOW_MOTION, SlowMotion
 from dg.view import plots, render, tables
 
 EXPLAINER = ("The three lanes start together on the same prompt with the Generate tab's settings and seed, and count "
@@ -26,10 +29,14 @@ EXPLAINER = ("The three lanes start together on the same prompt with the Generat
 HYBRID = "Hybrid: the sampler drafts, AR verifies"
 
 
-def _lane(title: str) -> tuple:
-    """One lane's heading, canvas, stats table and text."""
+LANES = ("diffusion", "AR", "hybrid")
+
+
+def _lane(name: str, title: str) -> tuple:
+    """One lane's heading, its ✓/✗, canvas, stats table and text."""
     gr.Markdown(f"### {title}")
-    return gr.HTML([], html_template=render.PARTS_TEMPLATE), gr.Markdown(), gr.HTML()
+    mark = gr.Markdown(elem_id=f"dg-race-mark-{name}", elem_classes="dg-race-mark")
+    return mark, gr.HTML([], html_template=render.PARTS_TEMPLATE), gr.Markdown(), gr.HTML()
 
 
 def build(loaded, shared: RunState, generate: GenerateTab, ar_model=None) -> None:
@@ -43,46 +50,64 @@ def build(loaded, shared: RunState, generate: GenerateTab, ar_model=None) -> Non
     with gr.Row():
         prompt = gr.Textbox(example.prompt, label="Prompt", scale=4)
         thinking = gr.Checkbox(example.thinking, label="Thinking", scale=1)
+        slow = gr.Slider(1, MAX_SLOW_MOTION, value=1, step=1, label="Slow motion: × slower than it ran", scale=2,
+                         elem_id="dg-race-pace", info="1 = as it ran; 20 turns a 2 s race into 40 s to narrate")
         go = gr.Button("Race", variant="primary", scale=1)
         stop = gr.Button("Stop", variant="stop", scale=1)
-    status = gr.Markdown()
+    status = gr.Markdown(elem_id="dg-race-status")
     with gr.Row():
-        with gr.Column(min_width=300):
-            d_views = _lane("Diffusion: entropy-bound sampler")
-        with gr.Column(min_width=300):
-            a_views = _lane(ar_name)
-        with gr.Column(min_width=300):
-            h_views = _lane(hybrid_name)
+        lane_views = []
+        for name, title in zip(LANES, ("Diffusion: entropy-bound sampler", ar_name, hybrid_name)):
+            with gr.Column(min_width=300):
+                lane_views.append(_lane(name, title))
+    marks = [views[0] for views in lane_views]
     result = gr.Markdown(elem_id="dg-race-result")
     chart = gr.Plot(label="Tokens vs wall time")
 
-    def lanes(d, a, h, ar_tok) -> dict:
-        views = {status: "finished" if d.done and a.done and h.done else "racing…"}
-        for (canvas, stats, text), trace, tokenizer in ((d_views, d, tok), (a_views, a, ar_tok), (h_views, h, tok)):
-            views |= {canvas: render.canvas_parts(trace, tokenizer), stats: tables.side_table(trace),
-                      text: render.text_view_html(trace, tokenizer)}
+    def lanes(traces: dict, tokenizers: dict, checks: dict, motion: SlowMotion) -> dict:
+        """Each lane as it stands (its ✓/✗ once it has finished) and the status line."""
+        done = all(trace.done for trace in traces.values())
+        shown = f" · slow motion, {motion.factor:g}× slower" if motion.slowed else ""
+        race_s = max(trace.last_t() for trace in traces.values())
+        views = {status: ("finished" if done else f"racing… {race_s:.2f} s into the race") + shown}
+        for (mark, canvas, stats, text), (name, trace) in zip(lane_views, traces.items()):
+            views |= {mark: tables.lane_mark(trace, checks.get(name)), canvas: render.canvas_parts(trace, tokenizers[name]),
+                      stats: tables.side_table(trace), text: render.text_view_html(trace, tokenizers[name])}
         return views
 
     async def run_race(prompt, thinking, seed, *rest, request=None):
-        *knobs, history = rest
+        *knobs, slow_motion, history = rest
         inputs, config, seed = prepare(loaded, prompt, None, thinking, seed, knobs)
-        yield {chart: None, result: "", status: "racing…"}  # the last race's result goes before this one runs
+        with refused_input():
+            motion = SlowMotion(slow_motion if slow_motion is not None else 1)
+        # the last race's result and marks go before this one runs
+        yield {chart: None, result: "", status: "racing…", **dict.fromkeys(marks, "")}
         contest = race.start_race(loaded, prompt, inputs=inputs, thinking=bool(thinking), config=config, seed=seed,
                                   ar_model=ar_model)
-        draw = lambda d, a, h: lanes(d, a, h, contest.ar_tokenizer)  # noqa: E731
-        async for update in stream(shared, request, list(contest.lanes.values()), draw):
+        tokenizers = {"diffusion": tok, "AR": contest.ar_tokenizer, "hybrid": tok}
+        checked = {}  # each lane's check, made once when it has finished
+
+        def checks(traces: dict) -> dict:
+            for name, trace in traces.items():
+                if trace.done and name not in checked:
+                    checked[name] = reference.check(prompt, None, trace, tokenizers[name])
+            return checked
+
+        def draw(*frames):
+            traces = dict(zip(LANES, frames))
+            return lanes(traces, tokenizers, checks(traces), motion)
+
+        async for update in slowed_stream(shared, request, list(contest.lanes.values()), draw, motion):
             yield update
         d, a, h = (lane.snapshot() for lane in contest.lanes.values())
-        traces = {"diffusion": d, "AR": a, "hybrid": h}
-        tokenizers = {"diffusion": tok, "AR": contest.ar_tokenizer, "hybrid": tok}
-        checks = {name: reference.check(prompt, None, trace, tokenizers[name]) for name, trace in traces.items()}
+        traces = dict(zip(LANES, (d, a, h)))
         meta = run_meta(loaded, prompt, None, thinking, seed)
         history = history.keep(prompt, d, " race", meta).keep(prompt, h, " race hybrid", meta)
         yield {**draw(d, a, h), chart: plots.race_chart(traces), shared.history: history,
-               result: tables.verdict(traces, checks), generate.picker: picker(history, select=False)}
+               result: tables.verdict(traces, checks(traces)), generate.picker: picker(history, select=False)}
 
-    run_race = with_api_names(run_race, "prompt", "thinking", "seed", *KNOB_NAMES, "runs")
-    go.click(run_race, [prompt, thinking, generate.settings.seed, *generate.settings.knobs, shared.history],
-             [*d_views, *a_views, *h_views, status, chart, result, shared.history, generate.picker], api_name="race",
-             show_progress="hidden")
+    run_race = with_api_names(run_race, "prompt", "thinking", "seed", *KNOB_NAMES, "slow_motion", "runs")
+    go.click(run_race, [prompt, thinking, generate.settings.seed, *generate.settings.knobs, slow, shared.history],
+             [*(view for views in lane_views for view in views), status, chart, result, shared.history,
+              generate.picker], api_name="race", show_progress="hidden")
     stop.click(shared.stop, None, status, queue=False, api_visibility="private")

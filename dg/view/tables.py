@@ -57,6 +57,18 @@ def side_table(trace: Trace) -> str:
     return "\n".join(["| metric | value |", "|---|---|", *rows])
 
 
+def lane_mark(trace: Trace, check) -> str:
+    """A race lane's own verdict under its heading once it has ended: ✓ or ✗ against the example's reference
+    answer (`check`: dg.examples.Check, None for a prompt without one); nothing while it runs."""
+    if not trace.done:
+        return ""
+    if trace.cancelled:
+        return "stopped before its end: no verdict"
+    if check is None:
+        return "finished · no reference answer to check"
+    return f"**{'✓ right' if check.correct else '✗ wrong'}** · reference answer `{check.reference}`"
+
+
 def speedup(diffusion: Trace, ar: Trace) -> float | None:
     """Effective tok/s of diffusion over AR (both generated tokens / own wall time)."""
     d, a = diffusion.metrics()["effective_tok_s"], ar.metrics()["effective_tok_s"]

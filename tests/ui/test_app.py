@@ -20,8 +20,8 @@ SLOW = dict(max_denoising_steps=128, max_new_tokens=256)
 # outputs of /generate, in order (gr.State is not part of the API)
 CANVAS, PANEL, TEXT, STATUS, STEP, INSPECTOR, TRACE_FILE, PICKER = range(8)
 # outputs of /race
-D_CANVAS, D_STATS, D_TEXT, A_CANVAS, A_STATS, A_TEXT, H_CANVAS, H_STATS, H_TEXT, RACE_STATUS, RACE_CHART, VERDICT, \
-    RACE_PICKER = range(13)
+D_MARK, D_CANVAS, D_STATS, D_TEXT, A_MARK, A_CANVAS, A_STATS, A_TEXT, H_MARK, H_CANVAS, H_STATS, H_TEXT, RACE_STATUS, \
+    RACE_CHART, VERDICT, RACE_PICKER = range(16)
 
 
 @pytest.fixture
@@ -124,6 +124,8 @@ def test_race_returns_three_lanes_with_their_forward_passes_and_a_chart(client):
     assert "verify round" in "".join(out[H_CANVAS])
     assert out[RACE_STATUS] == "finished" and out[RACE_CHART]["type"] == "plotly"
     assert "wins" in out[VERDICT] and "Speed (effective tok/s)" in out[VERDICT]
+    # a free question: each lane says it finished with no reference to check, and the verdict names no mark
+    assert [out[m] for m in (D_MARK, A_MARK, H_MARK)] == ["finished · no reference answer to check"] * 3
 
 
 def test_ab_runs_the_same_prompt_and_seed_with_one_knob_changed(client):

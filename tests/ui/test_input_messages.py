@@ -51,6 +51,16 @@ def test_an_inspected_position_outside_the_canvas_is_refused_naming_the_range_an
     assert "position <b>15</b>" in inspector
 
 
+def test_a_pace_or_slow_motion_out_of_range_is_refused_naming_the_value_and_the_bound(client):
+    generate_at = lambda pace: client.predict(prompt="What is 12 + 30?", image=None, thinking=False, seed=0,  # noqa: E731
+                                              pace_ms=pace, api_name="/generate", **FAST)
+    race_at = lambda slow: client.predict(prompt="What is 12 + 30?", thinking=False, seed=0, slow_motion=slow,  # noqa: E731
+                                          api_name="/race", **FAST)
+    assert refused(lambda: generate_at(99999)) == "Value 99999 is greater than maximum value 2000."
+    assert refused(lambda: race_at(500)) == "Value 500 is greater than maximum value 100."
+    assert refused(lambda: race_at(0)) == "Value 0 is less than minimum value 1."
+
+
 def test_the_inspector_names_the_canvas_then_the_step(client):
     final = generate(client)
     _, _, inspector = client.predict(final[PICKER]["value"], 1, "argmax", 3, api_name="/replay")

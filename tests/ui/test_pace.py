@@ -1,12 +1,12 @@
 """Slow motion: the live view shows step i no sooner than i × pace, never ahead of the sampler, and
-its tail after the run ends can be stopped."""
+its tail after the run ends can be stopped; a slowed race shows every lane at one race time."""
 
 import asyncio
 import threading
 
 import pytest
 
-from dg.ui.pace import MAX_PACE_MS, Pace
+from dg.ui.pace import MAX_PACE_MS, MAX_SLOW_MOTION, Pace, SlowMotion
 
 
 class Clock:
@@ -55,3 +55,41 @@ def test_the_tail_yields_the_remaining_steps_in_order_and_stops_when_asked():
 def test_a_pace_out_of_range_is_refused_by_name(ms):
     with pytest.raises(ValueError, match="pace must be in"):
         Pace(ms)
+
+
+def test_a_slowed_race_shows_every_lane_at_the_same_race_time_and_keeps_their_order(diffusion_trace, ar_trace):
+    clock = Clock()
+    motion = SlowMotion(10, clock)
+    lanes = (diffusion_trace, ar_trace)
+    ends = [trace.end.t for trace in lanes]
+    assert motion.at(diffusion_trace).steps == []  # the first frame starts the clock at race time 0
+    clock.now = 10 * min(ends) / 2
+    shown = [motion.at(trace) for trace in lanes]
+    assert all(not trace.done and trace.last_t() <= min(ends) / 2 for trace in shown)
+    assert motion.behind(lanes)
+    clock.now = 10 * max(ends)
+    assert [motion.at(trace) for trace in lanes] == list(lanes) and not motion.behind(lanes)  # every record shown
+
+
+def test_at_one_times_the_race_is_drawn_as_it_runs_and_the_range_is_refused_by_name():
+    motion = SlowMotion(1)
+    assert not motion.slowed and motion.now() == float("inf") and not motion.behind([])
+    for factor in (0.5, MAX_SLOW_MOTION + 1):
+        with pytest.raises(ValueError, match=rf"slow motion must be in \[1, {MAX_SLOW_MOTION}\] times slower"):
+            SlowMotion(factor)
+
+
+def test_the_race_tail_ends_when_every_lane_is_shown_or_when_asked(diffusion_trace):
+    async def collect(motion, stop, limit=None):
+        times = []
+        async for t in motion.tail([diffusion_trace], stop):
+            times.append(t)
+            if limit and len(times) == limit:
+                stop.set()
+        return times
+
+    fast = SlowMotion(2)
+    times = asyncio.run(collect(fast, threading.Event()))
+    assert times == sorted(times) and not fast.behind([diffusion_trace])
+    slow = SlowMotion(MAX_SLOW_MOTION)
+    assert len(asyncio.run(collect(slow, threading.Event(), limit=2))) == 2
