@@ -119,10 +119,11 @@ class Results:
 
 @dataclass
 class GenerateTab:
-    """What the other tabs use: the settings and the run picker."""
+    """What the other tabs use: the settings, the run picker and the Pace their own runs play at."""
 
     settings: Settings
     picker: gr.Dropdown
+    pace: gr.Slider
 
 
 def build(loaded, shared: RunState) -> GenerateTab:
@@ -148,7 +149,7 @@ def build(loaded, shared: RunState) -> GenerateTab:
     _wire_replay(loaded, shared, reference, views, results)
     _wire_ab(loaded, shared, inputs, views, results)
     inputs.image.change(show_image, inputs.image, inputs.preview, api_visibility="private")
-    return GenerateTab(inputs.settings, views.picker)
+    return GenerateTab(inputs.settings, views.picker, inputs.pace)
 
 
 def is_embedded(loaded) -> bool:

@@ -1,15 +1,18 @@
 """Learn's "What diffusion can do" (report §9, §1, §6): self-correction found in a real run, the latency
 dial and adaptive computation from the committed sweep, structured output, and an interactive roofline.
 
-The self-correction search runs the model (dg.engine.runs, in turns with every other run); the sweep's
+The self-correction run plays on its canvas at the Generate tab's Pace, then shows its best revision; the
+search runs the model (dg.engine.runs, in turns with every other run); the sweep's
 figures come from assets/measurements/sweep.json (`python -m dg.bench.sweep`); the roofline is
 dg.roofline's arithmetic, redrawn on every control.
 
     python app.py   # then the Learn tab
 """
 
+import asyncio
 import statistics
 import time
+from functools import partial
 
 import gradio as gr
 
@@ -17,7 +20,8 @@ from dg import roofline
 from dg.engine.runs import LiveRun, prepare_run
 from dg.revisions import best_revision, find_revisions, first_with_revision
 from dg.examples import EXAMPLES_DIR, load_rows
-from dg.ui.common import RUN_TIMEOUT_S, refused_input
+from dg.ui.common import RUN_TIMEOUT_S, RunState, paced_stream, refusal, refused_input
+from dg.view import render
 from dg.view import revisions as revisions_view
 from dg.view import roofline as roofline_view
 from dg.view import sweep_plots
@@ -27,21 +31,26 @@ SEARCH_BUDGET_S = 60.0  # no search run starts after this long (a large model's 
 CPU = "this CPU (measured by dg.bench.sweep)"
 
 
-def build(loaded) -> None:
+def build(loaded, shared: RunState, pace: gr.Slider) -> None:
     gr.Markdown("## What diffusion can do that AR cannot (report §9)")
     sweep = sweep_plots.load_sweep()
-    _self_correction(loaded)
+    _self_correction(loaded, shared, pace)
     _latency_dial(sweep)
     _structured_output(sweep)
     _roofline(loaded, sweep)
 
 
-def _run(loaded, row, seed: int):
-    """One real run of an example row at `seed`, to its end (a trace, or a ValueError saying why not)."""
+def _start(loaded, row, seed) -> tuple[LiveRun, int]:
+    """One real run of an example row at `seed`, started, and the seed as dg reads it (a ValueError when the
+    run cannot be made)."""
     image = str(EXAMPLES_DIR / row.image) if row.image else None
     inputs, config, seed = prepare_run(loaded, row.prompt, image, row.thinking, seed, {})
-    run = LiveRun.of(loaded, "diffusion", inputs, config, seed, label=row.prompt).start()
-    return run.result(RUN_TIMEOUT_S, f"the run of {row.prompt!r}")
+    return LiveRun.of(loaded, "diffusion", inputs, config, seed, label=row.prompt).start(), seed
+
+
+def _run(loaded, row, seed: int):
+    """One real run of an example row at `seed`, to its end (a trace, or a ValueError saying why not)."""
+    return _start(loaded, row, seed)[0].result(RUN_TIMEOUT_S, f"the run of {row.prompt!r}")
 
 
 def _search(loaded, rows) -> tuple:
@@ -63,7 +72,11 @@ def _search(loaded, rows) -> tuple:
 def find_and_show(loaded, rows, row, seed) -> tuple[str, str]:
     """Run `row` at `seed` and show its best revision; when it has none, say so and search the examples.
     (Markdown line, HTML view); a ValueError when a run cannot be made."""
-    trace = _run(loaded, row, seed)
+    return show_found(loaded, rows, _run(loaded, row, seed), seed)
+
+
+def show_found(loaded, rows, trace, seed) -> tuple[str, str]:
+    """`find_and_show` for a run already made."""
     found = find_revisions(trace)
     head = f"**This run** (seed {seed}): {revisions_view.summary(found)}"
     if not found:
@@ -75,7 +88,7 @@ def find_and_show(loaded, rows, row, seed) -> tuple[str, str]:
     return head, revisions_view.revision_html(trace, loaded.tokenizer, best_revision(found))
 
 
-def _self_correction(loaded) -> None:
+def _self_correction(loaded, shared: RunState, pace: gr.Slider) -> None:
     rows = list(load_rows()["tiny"])
     first = next((r for r in rows if r.thinking), rows[0] if rows else None)  # a trace: the most steps per canvas
     gr.Markdown("### Self-correction: an accepted token, changed later\nThe sampler never freezes a token: one "
@@ -87,16 +100,31 @@ def _self_correction(loaded) -> None:
                              scale=3)
         seed = gr.Number(0, label="seed", scale=1)  # no rounding: dg refuses 1.5
         go = gr.Button("Run it and look for revisions", scale=1, elem_id="dg-revisions-go")
-    found_line, found_view = gr.Markdown(elem_id="dg-revisions-line"), gr.HTML()
+    found_line, found_view = gr.Markdown(elem_id="dg-revisions-line"), gr.HTML(elem_id="dg-revisions-view")
 
-    def find(choice, seed):
+    def live(seed, frame, index, pace) -> dict:
+        """The run as it plays, on its canvas, before its revisions are looked for."""
+        step = pace.index(len(frame.steps)) if index is None else index
+        if step is None:
+            return {found_line: f"**This run** (seed {seed}): waiting for its first step…"}
+        line = f"**This run** (seed {seed}): running… run step {step + 1} of {len(frame.steps)} so far"
+        return {found_line: line, found_view: render.canvas_html(frame, loaded.tokenizer, step)}
+
+    async def find(choice, seed, pace_ms=0, request: gr.Request = None):
         row = next((r for r in rows if r.prompt == choice), None)
         with refused_input():
             if row is None:
                 raise ValueError("pick one of the examples")
-            return find_and_show(loaded, rows, row, seed)
+            run, seed = _start(loaded, row, seed)
+        async for update in paced_stream(shared, request, run, partial(live, seed), pace_ms):
+            yield update
+        if run.error:
+            raise refusal(run.error)
+        # the search, if this run holds no revision, runs more of the model: off the server's event loop
+        line, html = await asyncio.to_thread(partial(show_found, loaded, rows, run.snapshot(), seed))
+        yield {found_line: line, found_view: html}
 
-    go.click(find, [prompt, seed], [found_line, found_view], api_visibility="private")
+    go.click(find, [prompt, seed, pace], [found_line, found_view], api_visibility="private", show_progress="hidden")
 
 
 def _latency_dial(sweep: dict) -> None:

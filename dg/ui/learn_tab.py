@@ -34,7 +34,7 @@ def build(loaded, shared: RunState, generate: GenerateTab) -> None:
     _sampler_step(loaded, shared, generate)
     learn_hybrid.build(loaded, shared, generate)
     _exports(loaded, shared, generate)
-    learn_diffusion.build(loaded)  # report §9, §1, §6: self-correction, the latency dial, the roofline
+    learn_diffusion.build(loaded, shared, generate.pace)  # report §9, §1, §6: self-correction, the latency dial, the roofline
 
 
 def _forward_process(loaded) -> None:
