@@ -7,6 +7,7 @@ the page goes away, and tells the user when a run failed or was stopped.
     python -m pytest tests/ui/test_app.py -q
 """
 
+import functools
 import inspect
 import logging
 import math
@@ -30,6 +31,8 @@ from dg.examples import EXAMPLES_DIR, load_rows
 RUN_TIMEOUT_S = 120.0  # a run a Learn button starts and waits for: at most this long for its turn and its steps
 RUNS_TTL_S = 6 * 3600  # a session's replays are dropped this long after its last change
 KNOB_NAMES = [k.name for k in KNOBS]
+PICKER_INFO = "every run of this session keeps its replay"
+LIVE_INFO = "● a run is playing: it is kept here when it ends"
 LOG = logging.getLogger("dg.ui")
 
 
@@ -253,9 +256,25 @@ def step_index(trace, step) -> int:
 
 
 def picker(history: History, select: bool = True) -> gr.Dropdown:
-    """The run picker listing the history; `select` shows the newest (else the shown run stays selected)."""
+    """The run picker listing the history, open for picking; `select` shows the newest (else the shown run stays
+    selected)."""
     labels = history.labels
-    return gr.Dropdown(labels, value=labels[-1]) if select and labels else gr.Dropdown(labels)
+    return gr.Dropdown(labels, value=labels[-1], interactive=True, info=PICKER_INFO) if select and labels else \
+        gr.Dropdown(labels, interactive=True, info=PICKER_INFO)
+
+
+def live_picker(history: History) -> gr.Dropdown:
+    """The run picker while a run plays: no kept run picked, held and saying so until the live run is kept."""
+    return gr.Dropdown(history.labels, value=None, interactive=False, info=LIVE_INFO)
+
+
+def unless_live(listener: Callable) -> Callable:
+    """A run picker's listener `(history, label, …)` that leaves its views as they are while no run is picked (a
+    run is playing, or none was kept): they show what they showed until the live run is kept and picked."""
+    @functools.wraps(listener)
+    def listen(history, label, *rest):
+        return gr.skip() if label is None else listener(history, label, *rest)
+    return listen
 
 
 def with_api_names(fn, *names):

@@ -14,7 +14,6 @@ blanks (dg.drafts' `{{n}}` / `{{...}}`) on the Generate tab's prompt is a second
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import partial
 
 import gradio as gr
 
@@ -23,7 +22,8 @@ from dg.edits import CanvasEdit
 from dg.engine.runs import LiveRun, prepare_run
 from dg.ui.kept import KeptRun
 from dg.examples import load_rows
-from dg.ui.common import KNOB_NAMES, RunState, paced_stream, picker, refused_input, refusal, with_api_names
+from dg.ui.common import (KNOB_NAMES, RunState, paced_stream, picker, refused_input, refusal, unless_live,
+                          with_api_names)
 from dg.view.edit import edit_parts
 from dg.view.render import PARTS_TEMPLATE
 from dg.view.tables import compare_table, summary
@@ -83,6 +83,7 @@ class Hooks:
     outputs: list  # every view `finished` fills
     pace: gr.Slider  # Generate's Pace: re-denoised and draft runs play at it too
     live: Callable  # (run, live frame, step to show or None, Pace) → {component: value}, the status included
+    playing: Callable  # the session's History → the run picker and replay while a run plays
     finished: Callable  # a KeptRun → {component: value} for each of `outputs`
     meta: Callable  # (prompt, image, thinking, seed) → what produced a run, for its exports
     plots: dict  # the chained event that draws the plots of the picked run
@@ -158,9 +159,23 @@ def edit_span(edit: CanvasEdit, spec: str) -> range:
         return edit.span(spec)
 
 
+def check_redenoise(editing: Editing | None) -> None:
+    """Re-denoise's refusals: no run loaded, nothing free or blank to denoise, or its picture gone."""
+    if editing is None:
+        raise refusal("nothing to re-denoise: generate a diffusion run first, its canvas loads here")
+    if editing.edit.counts["pinned"] == len(editing.edit):
+        raise refusal(f"every cell is pinned, so there is nothing to re-denoise: with “a click” set to “{PIN}” "
+                      f"or “{BLANK}”, free or blank some cells first")
+    image = editing.source.meta.get("image")
+    if image and editing.image is None:
+        raise refusal(f"this run's picture {image!r} is no longer uploaded: upload it in Generate, then "
+                      "pick the run again")
+
+
 def wire(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
     tok = loaded.tokenizer
 
+    @unless_live  # the panel keeps the run it edits while the re-denoised run plays
     def on_pick(history, label, image):
         editing, note = load(history, label, image)
         return editing, _view(editing, tok, note)
@@ -202,7 +217,12 @@ def _wire_runs(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
             run_inputs, config, seed = prepare_run(loaded, prompt, image, thinking, seed, knobs)
             draft = draft_of(config, seed)
         live = LiveRun.of(loaded, "diffusion", run_inputs, config, seed, draft=draft).start()
-        async for update in paced_stream(shared, request, live, partial(hooks.live, live), pace_ms):
+        rows = hooks.playing(history)  # one copy, so the stream sends it once
+
+        def draw(frame, index, pace):
+            return {**hooks.live(live, frame, index, pace), **rows}
+
+        async for update in paced_stream(shared, request, live, draw, pace_ms):
             yield update
         trace = live.snapshot()
         tag = " ✎" if source is not None else " draft"
@@ -214,12 +234,8 @@ def _wire_runs(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
                hooks.status: summary(trace), p.compare: table}
 
     async def redenoise(editing, history, pace_ms=0, request: gr.Request = None):
-        if editing is None:
-            raise refusal("nothing to re-denoise: generate a diffusion run first, its canvas loads here")
+        check_redenoise(editing)
         meta, kept = editing.source.meta, editing.source
-        if meta.get("image") and editing.image is None:
-            raise refusal(f"this run's picture {meta['image']!r} is no longer uploaded: upload it in Generate, then "
-                          "pick the run again")
         knobs = {k: v for k, v in kept.trace.start.config.items() if k in KNOB_NAMES}
         async for update in run(meta["prompt"], editing.image, meta.get("thinking", False), meta.get("seed", 0),
                                 knobs, lambda config, seed: editing.edit.to_draft(vocab, blank_generator(seed)), history, pace_ms, request,

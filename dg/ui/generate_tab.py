@@ -21,8 +21,9 @@ from dg.loading import EMBEDDED_MODEL
 from dg.trace import Trace
 from dg.ui import edit_panel
 from dg.ui import modes
-from dg.ui.common import (KNOB_NAMES, RunState, budget_limit, load_examples, open_upload, paced_stream, picker, prepare,
-                          refused_input, step_index, stream, with_api_names, with_knob)
+from dg.ui.common import (KNOB_NAMES, PICKER_INFO, RunState, budget_limit, live_picker, load_examples, open_upload,
+                          paced_stream, picker, prepare, refused_input, step_index, stream, unless_live, with_api_names,
+                          with_knob)
 from dg.examples import SkillExamples
 from dg.examples import skill_of
 from dg.ui.pace import MAX_PACE_MS, Pace
@@ -33,6 +34,8 @@ from dg.view import export, notes, plots, render
 from dg.view.tables import compare_table, summary
 from dg.view.theme import CSS
 
+REPLAY = "Replay: run step (all canvases in order, from 1)"
+LIVE_REPLAY = "Replay: once the run now playing ends"
 PLAY_INTERVAL_S = 0.125  # replay speed: eight steps a second
 PLAY, PAUSE = "▶ Play", "❚❚ Pause"  # glyphs every common font has (⏸ is missing from Debian's)
 # Clicking a canvas cell writes its data-pos into the inspector's position box.
@@ -143,7 +146,7 @@ def build(loaded, shared: RunState) -> GenerateTab:
     edit_panel.wire(loaded, shared, edit, edit_panel.Hooks(
         inputs.run, inputs.image, views.picker, views.status,
         [views.canvas, views.panel, views.text, views.inspector, views.step, results.trace_file],
-        inputs.pace, live=partial(paced_views, loaded.tokenizer, views),
+        inputs.pace, live=partial(paced_views, loaded.tokenizer, views), playing=partial(playing_rows, views),
         finished=lambda kept: _run_view(loaded.tokenizer, reference, views, results, kept),
         meta=lambda *produced: run_meta(loaded, *produced), plots=plot_io))
     _wire_replay(loaded, shared, reference, views, results)
@@ -218,10 +221,11 @@ def _view_column(loaded, mode: str) -> Views:
     panel = gr.HTML(elem_id="dg-panel", js_on_load=HOLD_JS)
     text = gr.HTML(elem_id="dg-text")
     with gr.Row(elem_id="dg-replay-row"):
-        run_picker = gr.Dropdown([], label="Run", info="every run of this session keeps its replay", scale=3)
+        run_picker = gr.Dropdown([], label="Run", info=PICKER_INFO, scale=3,
+                                 elem_id="dg-run-picker")
         show = gr.Radio(list(render.SHOWS), value="argmax", label="cells show", scale=2)
         play = gr.Button(PLAY, scale=1)
-    step = gr.Slider(1, 2, value=1, step=1, label="Replay: run step (all canvases in order, from 1)",
+    step = gr.Slider(1, 2, value=1, step=1, label=REPLAY,
                      elem_id="dg-replay", interactive=False)  # until a run exists
     with gr.Row(elem_id="dg-inspect-row"):
         # no precision or minimum: Gradio would round 2.5 or word a -1 its own way; `check_pos` names both
@@ -324,8 +328,14 @@ def _run_view(tokenizer, reference, views: Views, results: Results, kept: KeptRu
             views.panel: render.step_panel_html(trace, n - 1 if n else None),
             views.text: text_and_check(kept, tokenizer, reference),
             views.inspector: inspect_at(trace, tokenizer, n - 1, pos),
-            views.step: gr.Slider(minimum=1, maximum=max(n, 2), value=max(n, 1), interactive=True),
+            views.step: gr.Slider(minimum=1, maximum=max(n, 2), value=max(n, 1), interactive=True, label=REPLAY),
             results.trace_file: str(export.trace_json(trace, scratch_dir() / "trace.json", kept.meta))}
+
+
+def playing_rows(views: Views, history) -> dict:
+    """The run picker and the replay while a run plays: held, and saying the live run comes, not showing the run
+    before it."""
+    return {views.picker: live_picker(history), views.step: gr.Slider(interactive=False, label=LIVE_REPLAY)}
 
 
 def live_views(shown: Trace, tokenizer) -> tuple[list[str], str, str]:
@@ -361,7 +371,12 @@ def _wire_generate(loaded, shared: RunState, reference: SkillExamples, inputs: I
         run_inputs, config, seed = prepare(loaded, prompt, image, thinking, seed, knobs)
         mode = modes.engine_mode(mode)
         run = LiveRun.of(loaded, mode, run_inputs, config, None if mode == "ar" else seed).start()
-        async for update in paced_stream(shared, request, run, partial(paced_views, tok, views, run), pace_ms):
+        rows = playing_rows(views, history)  # one copy, so the stream sends it once
+
+        def draw(frame, index, pace):
+            return {**paced_views(tok, views, run, frame, index, pace), **rows}
+
+        async for update in paced_stream(shared, request, run, draw, pace_ms):
             yield update
         trace = run.snapshot()
         history = history.keep(prompt, trace, meta=run_meta(loaded, prompt, image, thinking, seed))
@@ -396,6 +411,7 @@ def _wire_replay(loaded, shared: RunState, reference: SkillExamples, views: View
     """The slider counts run steps from 1, as the canvas label and the plots do."""
     tok = loaded.tokenizer
 
+    @unless_live  # a run is playing: the canvas is the live run's
     def replay(history, label, step, show, pos):
         trace = history.find(label)
         with refused_input():  # a typed position outside the canvas: one line, the views stay as they were
@@ -407,6 +423,8 @@ def _wire_replay(loaded, shared: RunState, reference: SkillExamples, views: View
                 render.step_panel_html(trace, index), inspect_at(trace, tok, index, inspect))
 
     def toggle(playing, history, label, step):
+        if label is None and history.labels:  # a run is playing: Play waits for it to be kept
+            return gr.skip()
         trace = history.find(label)
         if trace is None or not trace.steps:
             gr.Warning("Nothing to play yet: generate a run first.")
@@ -415,6 +433,7 @@ def _wire_replay(loaded, shared: RunState, reference: SkillExamples, views: View
         restart = playing and int(step) >= len(trace.steps)
         return playing, gr.Timer(active=playing), gr.Button(PAUSE if playing else PLAY), 1 if restart else gr.skip()
 
+    @unless_live
     def tick(history, label, step):
         trace = history.find(label)
         if trace is None or int(step) >= len(trace.steps):

@@ -16,7 +16,7 @@ import gradio as gr
 
 from dg.engine.runs import LiveRun, prepare_run
 from dg.examples import SkillExamples
-from dg.ui.common import paced_stream, picker, refusal, refused_input
+from dg.ui.common import paced_stream, picker, refusal, refused_input, unless_live
 from dg.ui.generate_tab import GenerateTab, run_meta
 from dg.view import hybrid, render
 
@@ -58,6 +58,7 @@ def build(loaded, shared, generate: GenerateTab) -> None:
             return {title: f"**{example.prompt}** · drafting the first round…"}
         return dict(zip((title, body, numbers), view(Live(shown, example.prompt), len(shown.rounds) - 1, live=True)))
 
+    @unless_live
     def pick(history, label):
         """A newly picked run: its instructive round, the slider over its rounds."""
         kept = history.run(label)

@@ -13,7 +13,7 @@ import torch
 from dg.config import check_seed
 from dg.noise import corrupt
 from dg.prompts import encode_text
-from dg.ui.common import RunState, refused_input, step_index
+from dg.ui.common import RunState, refused_input, step_index, unless_live
 from dg.examples import ExampleRow, SkillExamples
 from dg.ui import learn_diffusion, learn_hybrid
 from dg.ui.generate_tab import GenerateTab
@@ -102,6 +102,7 @@ def _sampler_step(loaded, shared: RunState, generate: GenerateTab) -> None:
                 f"**{s['title']}**")
         return head, s["html"], s["numbers"]
 
+    @unless_live
     def pick(history, label, stage):
         """A newly picked run: the slider over its steps, at the instructive one (no slider value read)."""
         kept = history.run(label)
@@ -143,4 +144,12 @@ def _exports(loaded, shared: RunState, generate: GenerateTab) -> None:
                 str(export.trace_gif(trace, loaded.tokenizer, folder / "run.gif", meta=meta)),
                 str(export.trace_html(trace, loaded.tokenizer, folder / "replay.html", meta=meta)))
 
+    @unless_live
+    def picked(history, label):
+        """A newly picked run replaces what the last click said (a "nothing to export" among them)."""
+        kept = history.run(label)
+        return f"The selected run: **{kept.label}**." if kept is not None else ""
+
     go.click(export_run, [shared.history, generate.picker], [message, *files], api_name="export")
+    generate.picker.change(picked, [shared.history, generate.picker], message, api_visibility="private",
+                           show_progress="hidden")

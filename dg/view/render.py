@@ -354,7 +354,9 @@ def text_view_html(trace, tokenizer) -> str:
     head = '<div class="dg-view">'
     ids = trace.token_ids if trace.start is not None else []
     if not ids:
-        return head + '<span class="dg-muted">no committed text yet</span></div>'
+        said = (f"the run ended with no text (finish: {trace.end.finish_reason})" if trace.done
+                else "no committed text yet")
+        return head + f'<span class="dg-muted">{said}</span></div>'
     reply = decode_reply(tokenizer, ids)
     parts = []
     if reply.thinking:
@@ -363,7 +365,10 @@ def text_view_html(trace, tokenizer) -> str:
             else ' <span class="dg-muted">thinking…</span>')
         parts.append(f'<details class="dg-muted"><summary>thought ({len(reply.thought)} chars){status}</summary>'
                      f'<div class="dg-text">{esc(reply.thought)}</div></details>')
-    parts.append(f'<div class="dg-text dg-answer">{esc(reply.answer)}</div>')
+    if reply.answer.strip() or not trace.done:
+        parts.append(f'<div class="dg-text dg-answer">{esc(reply.answer)}</div>')
+    else:
+        parts.append('<div class="dg-text dg-answer dg-muted">no answer after the thought</div>')
     return head + "".join(parts) + "</div>"
 
 

@@ -13,6 +13,8 @@ from gradio_client.exceptions import AppError
 from PIL import Image
 
 from dg.trace import Trace
+from dg.ui.generate_tab import LIVE_REPLAY, REPLAY
+from dg.ui.common import LIVE_INFO
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = dict(max_denoising_steps=6, max_new_tokens=16)  # one 16-token canvas, at most 6 steps
@@ -38,6 +40,11 @@ def test_generate_streams_frames_then_returns_the_final_canvas_and_its_trace(cli
     job = client.submit(prompt="What is 12 + 30?", image=None, thinking=True, seed=0, api_name="/generate", **FAST)
     final = job.result(timeout=120)
     assert len(job.outputs()) >= 2  # at least one live frame before the final update
+    first, *frames, _ = job.outputs()  # the picker and the replay name the live run from its first frame on
+    assert first[PICKER]["value"] is None and first[PICKER]["info"] == LIVE_INFO, first[PICKER]
+    assert not first[PICKER]["interactive"]
+    assert first[STEP]["label"] == LIVE_REPLAY and not first[STEP]["interactive"], first[STEP]
+    assert all(len(o[PICKER]) == len(o[STEP]) == 1 for o in frames)  # and keep it until the run is kept
     assert isinstance(final[CANVAS], list)  # one fragment per cell: a live frame sends the cells that changed
     cells = re.findall(r'data-pos="(\d+)"', "".join(final[CANVAS]))
     assert [int(p) for p in cells] == list(range(16))
@@ -45,6 +52,7 @@ def test_generate_streams_frames_then_returns_the_final_canvas_and_its_trace(cli
     assert trace.done and trace.steps and len(trace.canvases) == 1
     assert "Done" in final[STATUS] and f"{len(trace.steps)} steps" in final[PICKER]["value"]
     assert final[STEP]["value"] == len(trace.steps) and final[STEP]["minimum"] == 1  # run steps count from 1
+    assert final[STEP]["interactive"] and final[STEP]["label"] == REPLAY and final[PICKER]["interactive"]
     figures = client.predict(final[PICKER]["value"], api_name="/plots")  # chained after /generate in the page
     assert len(figures) == 4 and all(f["type"] == "plotly" for f in figures)
 

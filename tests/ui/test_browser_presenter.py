@@ -17,6 +17,7 @@ import pytest
 
 from dg.examples import SkillExamples
 from dg.loading import EMBEDDED_MODEL
+from dg.ui.common import LIVE_INFO
 from dg.ui.race_tab import HYBRID
 from dg.view.theme import mode_states
 from tests.ui.test_browser import DONE, WATCH_TOASTS, error_toasts, page, url  # noqa: F401  (fixtures)
@@ -43,6 +44,9 @@ BOXES = """() => Object.fromEntries(['dg-canvas', 'dg-status', 'dg-go', 'dg-prom
   const r = document.getElementById(id).getBoundingClientRect();
   return [id, {top: r.top, bottom: r.bottom, left: r.left, right: r.right}];
 }))"""
+# The run picker's value, and whether the replay slider is held (not draggable).
+PICKED = """() => [document.querySelector("#dg-run-picker input").value,
+                 document.querySelector("#dg-replay input[type=range]").disabled]"""
 LEGEND = "() => [...document.querySelectorAll('#dg-legend .dg-li')].map(e => e.dataset.state)"
 
 
@@ -96,9 +100,13 @@ def test_after_generate_the_canvas_and_a_large_status_line_are_on_the_first_scre
     page.locator("#dg-go").click()
     page.wait_for_function("() => /slow motion/.test(document.querySelector('#dg-status').innerText)",
                            timeout=60_000)
+    assert page.evaluate(PICKED) == ["", True], "the run picker and the replay wait for the live run"
+    assert page.locator("#dg-run-picker", has_text=LIVE_INFO).count() == 1
     page.wait_for_function(DONE, timeout=120_000)
     status = page.locator("#dg-status").inner_text()
     assert status.startswith("Done"), status
+    picked, held = page.evaluate(PICKED)
+    assert picked.startswith("#1 ") and not held, picked  # the run is kept, picked and open for replay
 
     box, height = page.evaluate(BOXES), page.evaluate("() => window.innerHeight")
     print(f"{size[0]}x{size[1]}: canvas top {box['dg-canvas']['top']:.0f}, status top {box['dg-status']['top']:.0f}"

@@ -8,13 +8,14 @@ import time
 import re
 from pathlib import Path
 
+import gradio as gr
 import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from dg.ui.kept import History
 from dg.trace import Trace
-from dg.ui.edit_panel import BLANK, PIN, WRITE, clicked, load
+from dg.ui.edit_panel import BLANK, PIN, WRITE, check_redenoise, clicked, load
 from tests.ui.test_app import FAST
 
 # outputs of /draft and /redenoise, in order (gr.State is not part of the API)
@@ -54,6 +55,16 @@ def test_clicks_pin_free_blank_and_pick_and_a_shift_click_reaches_every_cell_sin
     assert blank.edit.ids[5:10] == (None,) * 5
     assert clicked(editing, "6@5", WRITE).selected == 6 and clicked(editing, "6@5", WRITE).edit == editing.edit
     assert clicked(None, "1@6", PIN) is None
+
+
+def test_re_denoise_with_every_cell_pinned_says_to_free_or_blank_some_first(history):
+    editing, _ = load(history, None, None)
+    with pytest.raises(gr.Error, match="every cell is pinned.*free or blank some cells first"):
+        check_redenoise(editing)
+    check_redenoise(clicked(editing, "3@1", PIN))  # one free cell is enough
+    check_redenoise(clicked(editing, "4@1", BLANK))
+    with pytest.raises(gr.Error, match="generate a diffusion run first"):
+        check_redenoise(None)
 
 
 def test_a_click_past_the_canvas_is_a_one_line_message(history):

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from dg.config import SamplerConfig
-from dg.prompts import build_inputs
+from dg.prompts import THOUGHT_CLOSE, THOUGHT_OPEN, build_inputs
 from dg.sampler import generate_diffusion
 from dg.testing import tiny_model_for
-from dg.trace import STOP_LABELS, Trace
+from dg.trace import STOP_LABELS, CanvasRecord, RunEnd, Trace
 from dg.view import render, theme
 
 
@@ -108,6 +108,19 @@ def test_an_idle_page_says_what_to_do_and_a_just_started_run_waits_for_its_first
     assert html.count('data-pos="') == started.start.canvas_length
     assert "waiting for first step" in render.step_panel_html(started)
     assert "no committed text yet" in render.text_view_html(started, tok)
+
+
+def test_a_finished_run_without_text_or_answer_says_so_not_that_text_is_still_to_come(diffusion_trace, processor):
+    tok = processor.tokenizer
+    empty = Trace(start=diffusion_trace.start, end=RunEnd("pad_canvas", 1, 3, 0.2))
+    assert "the run ended with no text (finish: pad_canvas)" in render.text_view_html(empty, tok)
+    assert "yet" not in render.text_view_html(empty, tok)
+    thought = tok.encode(f"{THOUGHT_OPEN}thought\nsome steps{THOUGHT_CLOSE}", add_special_tokens=False)
+    only_thought = Trace(start=diffusion_trace.start, tokens=[], end=RunEnd("eos", 1, 3, 0.2))
+    only_thought.canvases = [CanvasRecord(0, 1, "stable_confident", np.array(thought), len(thought), True, 0.1)]
+    assert "no answer after the thought" in render.text_view_html(only_thought, tok)
+    running = Trace(start=diffusion_trace.start, canvases=only_thought.canvases)
+    assert "no answer after the thought" not in render.text_view_html(running, tok)  # the answer may come
 
 
 def test_ar_traces_render_as_a_growing_committed_row(ar_trace, processor):
