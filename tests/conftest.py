@@ -113,7 +113,10 @@ def _ar(processor):
 @pytest.fixture
 def model(processor):
     """The tiny random model with peaky logits (its canvases settle), shared by the trace fixtures."""
-    return _model(processor)
+    shared = _model(processor)
+    # a test that fused its norms in place would slow every later test ~100× (Triton's interpreter)
+    assert not hasattr(shared, "dg_fused_norms"), "a test changed the shared model: fuse a copy"
+    return shared
 
 
 @pytest.fixture

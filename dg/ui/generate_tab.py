@@ -411,9 +411,8 @@ def _wire_replay(loaded, shared: RunState, reference: SkillExamples, views: View
     """The slider counts run steps from 1, as the canvas label and the plots do."""
     tok = loaded.tokenizer
 
-    @unless_live  # a run is playing: the canvas is the live run's
     def replay(history, label, step, show, pos):
-        trace = history.find(label)
+        trace = history.find(label) if label is not None else None  # None: a run is playing, or none is kept
         with refused_input():  # a typed position outside the canvas: one line, the views stay as they were
             inspect = check_pos(trace, pos)
         if trace is None or not trace.steps:

@@ -7,6 +7,7 @@ On a machine without CUDA the kernel runs in Triton's interpreter (small shapes 
 With CUDA the same tests run the compiled kernel on the GPU.
 """
 
+import copy
 import os
 
 import pytest
@@ -86,7 +87,7 @@ def test_without_cuda_or_the_interpreter_the_kernel_says_what_it_needs(monkeypat
 
 
 def test_every_norm_of_a_model_runs_the_kernel_and_its_greedy_tokens_stay_the_model_s(model, processor):
-    model = model.to(DEVICE)
+    model = copy.deepcopy(model).to(DEVICE)  # fused here only: the shared model stays transformers' own
     norms = [m for m in model.modules() if is_rms_norm(m)]
     inputs = {k: v.to(DEVICE) for k, v in build_inputs(processor, "What is 12 + 30?").items()}
     config = SamplerConfig(max_new_tokens=6)
