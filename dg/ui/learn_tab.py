@@ -37,11 +37,21 @@ def build(loaded, shared: RunState, generate: GenerateTab) -> None:
     learn_diffusion.build(loaded, shared, generate.pace)  # report §9, §1, §6: self-correction, the latency dial, the roofline
 
 
+def vaguer(prompt: str) -> str:
+    """A prompt that leaves out its details (from its first " who " on): "Write a short story about a bear named
+    Max." from the story example, whose full prompt the embedded model answers by heart at any noise level."""
+    head, _, tail = prompt.partition(" who ")
+    return head.rstrip(" ,.") + "." if tail else prompt
+
+
 def _forward_process(loaded) -> None:
     """Noise an answer at level t; ask the model for one prediction from that noisy canvas."""
     tok = loaded.tokenizer
     gr.Markdown("### Forward process: noise an answer\nTraining corrupts each canvas token, independently with "
-                "probability *t*, into a uniform random token: no mask token (report §3.1).")
+                "probability *t*, into a uniform random token: no mask token (report §3.1). The prompt below says "
+                "less than the answer, so the model has to read the rest off the canvas: raise *t* and fewer tokens "
+                "come back. (Given the story's full example prompt, the embedded model writes this answer from the "
+                "prompt alone, whatever the noise.)")
     vocab, canvas_length = loaded.model.config.text_config.vocab_size, loaded.model.config.canvas_length
 
     def noised(sentence, t, seed) -> tuple[list, list, list]:
@@ -66,7 +76,8 @@ def _forward_process(loaded) -> None:
 
     with gr.Row():
         story = next((row for row in SkillExamples.load().rows if row.skill == "story"), STORY)
-        prompt = gr.Textbox(story.prompt, label="Prompt")
+        prompt = gr.Textbox(vaguer(story.prompt), label="Prompt", info="the example's prompt, up to its first "
+                            "\"who\": the answer's details are left to the canvas")
         sentence = gr.Textbox(story.answer, label="Answer to noise", info="the reference answer of the prompt")
     with gr.Row():
         t = gr.Slider(0, 1, value=0.5, step=0.01, label="t (noise level)", scale=3)
