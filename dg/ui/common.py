@@ -259,8 +259,8 @@ def picker(history: History, select: bool = True) -> gr.Dropdown:
     """The run picker listing the history, open for picking; `select` shows the newest (else the shown run stays
     selected)."""
     labels = history.labels
-    return gr.Dropdown(labels, value=labels[-1], interactive=True, info=PICKER_INFO) if select and labels else \
-        gr.Dropdown(labels, interactive=True, info=PICKER_INFO)
+    picked = {"value": labels[-1]} if select and labels else {}
+    return gr.Dropdown(labels, interactive=True, info=PICKER_INFO, **picked)
 
 
 def live_picker(history: History) -> gr.Dropdown:

@@ -82,8 +82,7 @@ class Hooks:
     status: gr.Markdown
     outputs: list  # every view `finished` fills
     pace: gr.Slider  # Generate's Pace: re-denoised and draft runs play at it too
-    live: Callable  # (run, live frame, step to show or None, Pace) → {component: value}, the status included
-    playing: Callable  # the session's History → the run picker and replay while a run plays
+    live: Callable  # (run, the session's History) → draw(live frame, step to show or None, Pace) → {component: value}
     finished: Callable  # a KeptRun → {component: value} for each of `outputs`
     meta: Callable  # (prompt, image, thinking, seed) → what produced a run, for its exports
     plots: dict  # the chained event that draws the plots of the picked run
@@ -217,12 +216,7 @@ def _wire_runs(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
             run_inputs, config, seed = prepare_run(loaded, prompt, image, thinking, seed, knobs)
             draft = draft_of(config, seed)
         live = LiveRun.of(loaded, "diffusion", run_inputs, config, seed, draft=draft).start()
-        rows = hooks.playing(history)  # one copy, so the stream sends it once
-
-        def draw(frame, index, pace):
-            return {**hooks.live(live, frame, index, pace), **rows}
-
-        async for update in paced_stream(shared, request, live, draw, pace_ms):
+        async for update in paced_stream(shared, request, live, hooks.live(live, history), pace_ms):
             yield update
         trace = live.snapshot()
         tag = " ✎" if source is not None else " draft"

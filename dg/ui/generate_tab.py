@@ -10,6 +10,7 @@ chained event draws its four plots.
     python app.py   # then the Generate tab
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -146,7 +147,7 @@ def build(loaded, shared: RunState) -> GenerateTab:
     edit_panel.wire(loaded, shared, edit, edit_panel.Hooks(
         inputs.run, inputs.image, views.picker, views.status,
         [views.canvas, views.panel, views.text, views.inspector, views.step, results.trace_file],
-        inputs.pace, live=partial(paced_views, loaded.tokenizer, views), playing=partial(playing_rows, views),
+        inputs.pace, live=partial(live_draw, loaded.tokenizer, views),
         finished=lambda kept: _run_view(loaded.tokenizer, reference, views, results, kept),
         meta=lambda *produced: run_meta(loaded, *produced), plots=plot_io))
     _wire_replay(loaded, shared, reference, views, results)
@@ -332,10 +333,14 @@ def _run_view(tokenizer, reference, views: Views, results: Results, kept: KeptRu
             results.trace_file: str(export.trace_json(trace, scratch_dir() / "trace.json", kept.meta))}
 
 
-def playing_rows(views: Views, history) -> dict:
-    """The run picker and the replay while a run plays: held, and saying the live run comes, not showing the run
-    before it."""
-    return {views.picker: live_picker(history), views.step: gr.Slider(interactive=False, label=LIVE_REPLAY)}
+def live_draw(tokenizer, views: Views, run: LiveRun, history) -> Callable[..., dict]:
+    """How `run`, a run of the session with `history`, draws into Generate's views: `paced_views` of each frame,
+    with the run picker and the replay held while it plays (saying the live run comes, not showing the one before)."""
+    held = {views.picker: live_picker(history), views.step: gr.Slider(interactive=False, label=LIVE_REPLAY)}
+
+    def draw(frame: Trace, index: int | None, pace: Pace) -> dict:
+        return {**paced_views(tokenizer, views, run, frame, index, pace), **held}  # one `held`: the stream sends it once
+    return draw
 
 
 def live_views(shown: Trace, tokenizer) -> tuple[list[str], str, str]:
@@ -371,12 +376,7 @@ def _wire_generate(loaded, shared: RunState, reference: SkillExamples, inputs: I
         run_inputs, config, seed = prepare(loaded, prompt, image, thinking, seed, knobs)
         mode = modes.engine_mode(mode)
         run = LiveRun.of(loaded, mode, run_inputs, config, None if mode == "ar" else seed).start()
-        rows = playing_rows(views, history)  # one copy, so the stream sends it once
-
-        def draw(frame, index, pace):
-            return {**paced_views(tok, views, run, frame, index, pace), **rows}
-
-        async for update in paced_stream(shared, request, run, draw, pace_ms):
+        async for update in paced_stream(shared, request, run, live_draw(tok, views, run, history), pace_ms):
             yield update
         trace = run.snapshot()
         history = history.keep(prompt, trace, meta=run_meta(loaded, prompt, image, thinking, seed))
