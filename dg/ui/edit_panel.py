@@ -15,6 +15,7 @@ blanks (dg.drafts' `{{n}}` / `{{...}}`) on the Generate tab's prompt is a second
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+import html
 import gradio as gr
 
 from dg.drafts import blank_generator, draft_for
@@ -175,8 +176,12 @@ def wire(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
     tok = loaded.tokenizer
 
     @unless_live  # the panel keeps the run it edits while the re-denoised run plays
-    def on_pick(history, label, image):
-        editing, note = load(history, label, image)
+    def on_pick(history, label, image, editing, shown):
+        if editing is not None and editing.source.label == label:  # said again without a pick: the edits stay
+            return gr.skip(), gr.skip()
+        was, (editing, note) = editing, load(history, label, image)
+        if was is None and editing is None and html.escape(note) in "".join(shown or ()):  # the same note again
+            return gr.skip(), gr.skip()
         return editing, _view(editing, tok, note)
 
     def on_click(editing, cells, mode):
@@ -197,7 +202,7 @@ def wire(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
         return editing, _view(editing, tok)
 
     edit_io = [p.state, p.canvas]
-    hooks.picker.change(on_pick, [shared.history, hooks.picker, hooks.image], edit_io, api_visibility="private",
+    hooks.picker.change(on_pick, [shared.history, hooks.picker, hooks.image, p.state, p.canvas], edit_io, api_visibility="private",
                         show_progress="hidden")
     p.click.change(on_click, [p.state, p.click, p.mode], edit_io, api_visibility="private", show_progress="hidden")
     p.write.click(on_write, [p.state, p.text], edit_io, api_visibility="private")

@@ -59,8 +59,11 @@ def build(loaded, shared, generate: GenerateTab) -> None:
         return dict(zip((title, body, numbers), view(Live(shown, example.prompt), len(shown.rounds) - 1, live=True)))
 
     @unless_live
-    def pick(history, label):
-        """A newly picked run: its instructive round, the slider over its rounds."""
+    def pick(history, label, shown):
+        """A newly picked run: its instructive round, the slider over its rounds; the run already shown stays as it
+        is (the page may say a pick again without one)."""
+        if shown.startswith(f"**{label}**"):
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
         kept = history.run(label)
         if kept is None or kept.trace.mode != "hybrid" or not kept.trace.rounds:
             return gr.skip(), NOT_HYBRID, "", None
@@ -87,7 +90,7 @@ def build(loaded, shared, generate: GenerateTab) -> None:
 
     go.click(run_example, [shared.history, generate.pace], [shared.history, generate.picker, title, body, numbers],
              api_name="hybrid_round", show_progress="hidden")
-    generate.picker.change(pick, [shared.history, generate.picker], [round_slider, title, body, numbers],
+    generate.picker.change(pick, [shared.history, generate.picker, title], [round_slider, title, body, numbers],
                            api_visibility="private", show_progress="hidden")
     round_slider.input(walk, [shared.history, generate.picker, round_slider], [title, body, numbers],
                        api_visibility="private", show_progress="hidden")

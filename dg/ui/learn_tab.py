@@ -114,8 +114,11 @@ def _sampler_step(loaded, shared: RunState, generate: GenerateTab) -> None:
         return head, s["html"], s["numbers"]
 
     @unless_live
-    def pick(history, label, stage):
-        """A newly picked run: the slider over its steps, at the instructive one (no slider value read)."""
+    def pick(history, label, stage, shown):
+        """A newly picked run: the slider over its steps, at the instructive one (no slider value read); the run
+        already shown stays as it is (the page may say a pick again without one)."""
+        if shown.startswith(f"**{label}**"):
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
         kept = history.run(label)
         if kept is None or not kept.trace.steps:
             return gr.skip(), NO_RUN if kept is None else NO_STEPS, "", None
@@ -131,7 +134,7 @@ def _sampler_step(loaded, shared: RunState, generate: GenerateTab) -> None:
         index = step_index(kept.trace, step)
         return stage_view(kept.trace, kept.label, index, stage)
 
-    generate.picker.change(pick, [shared.history, generate.picker, stage], [step, title, body, numbers],
+    generate.picker.change(pick, [shared.history, generate.picker, stage, title], [step, title, body, numbers],
                            api_visibility="private", show_progress="hidden")
     walk_io = dict(inputs=[shared.history, generate.picker, step, stage], outputs=[title, body, numbers],
                    api_visibility="private", show_progress="hidden")
@@ -139,10 +142,15 @@ def _sampler_step(loaded, shared: RunState, generate: GenerateTab) -> None:
     stage.change(walk, **walk_io)
 
 
+# A newly picked run replaces what the last export click said (a "nothing to export" among them); while a run
+# plays the picker holds no run and the message stays.
+PICKED_JS = "(label, said) => label ? `The selected run: **${label}**.` : said"
+
+
 def _exports(loaded, shared: RunState, generate: GenerateTab) -> None:
     gr.Markdown("### Export the selected run\nEach file records the prompt, seed, model and every setting.")
     go = gr.Button("Export trace JSON, animated GIF and HTML replay")
-    message = gr.Markdown()
+    message = gr.Markdown(elem_id="dg-export-message")
     with gr.Row(elem_id="dg-exports"):
         files = [gr.File(label=name) for name in ("trace.json", "run.gif", "replay.html")]
 
@@ -155,12 +163,6 @@ def _exports(loaded, shared: RunState, generate: GenerateTab) -> None:
                 str(export.trace_gif(trace, loaded.tokenizer, folder / "run.gif", meta=meta)),
                 str(export.trace_html(trace, loaded.tokenizer, folder / "replay.html", meta=meta)))
 
-    @unless_live
-    def picked(history, label):
-        """A newly picked run replaces what the last click said (a "nothing to export" among them)."""
-        kept = history.run(label)
-        return f"The selected run: **{kept.label}**." if kept is not None else ""
-
     go.click(export_run, [shared.history, generate.picker], [message, *files], api_name="export")
-    generate.picker.change(picked, [shared.history, generate.picker], message, api_visibility="private",
-                           show_progress="hidden")
+    # in the page, as the pick happens: a reply from the server could land after a later export's message
+    generate.picker.change(None, [generate.picker, message], message, js=PICKED_JS, show_progress="hidden")

@@ -224,11 +224,19 @@ def test_a_presenters_session_shows_no_error_and_every_answer_reads_off_the_canv
     page.locator("svg.dg-fig").first.wait_for(timeout=10_000)
     page.screenshot(path=str(artifacts / "07-learn.png"), full_page=True)
     page.locator("#dg-hybrid-go").click()
-    page.locator("#dg-hybrid-title").get_by_text(re.compile(r"verify round \d+ of \d+")).wait_for(timeout=60_000)
+    # the round's own run, kept and picked: the export message names it (as the pick happens), then every view
+    # of the Learn tab shows it, so nothing above the export button moves while it is clicked
+    said = page.locator("#dg-export-message").get_by_text(re.compile(r"^The selected run: #\d+ hybrid "))
+    said.wait_for(timeout=120_000)
+    label = said.inner_text().removeprefix("The selected run: ").removesuffix(".")
+    page.locator("#dg-hybrid-title").get_by_text(re.compile(re.escape(label) + r" · verify round \d+ of \d+")).wait_for(
+        timeout=30_000)
+    page.locator("#dg-learn-title").get_by_text(re.compile(re.escape(label) + r" · run step \d+ of \d+")).wait_for(
+        timeout=30_000)
     page.locator("#dg-hybrid-title").scroll_into_view_if_needed()
     page.screenshot(path=str(artifacts / "07-learn-verify-round.png"))
     page.get_by_role("button", name="Export trace JSON, animated GIF and HTML replay").click()
-    page.get_by_text(re.compile("^Exported")).wait_for(timeout=60_000)
+    page.get_by_text(re.compile("^Exported")).wait_for(timeout=120_000)
     for name in ("trace.json", "run.gif", "replay.html"):
         page.locator(f"#dg-exports a[href*='{name}']").wait_for(timeout=30_000)
     page.screenshot(path=str(artifacts / "08-export.png"), full_page=True)
