@@ -277,6 +277,12 @@ def unless_live(listener: Callable) -> Callable:
     return listen
 
 
+def shows_run(title: str, label: str) -> bool:
+    """Whether a view's title (headed "**label** · …") already shows the run of this label: the page may say a
+    pick again without one, and the view then stays as it is."""
+    return title.startswith(f"**{label}**")
+
+
 def with_api_names(fn, *names):
     """`fn(*values, request=...)` as an async generator with one named parameter per input: the API names each knob."""
 

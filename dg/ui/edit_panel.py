@@ -14,8 +14,8 @@ blanks (dg.drafts' `{{n}}` / `{{...}}`) on the Generate tab's prompt is a second
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-
 import html
+
 import gradio as gr
 
 from dg.drafts import blank_generator, draft_for
@@ -202,8 +202,8 @@ def wire(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
         return editing, _view(editing, tok)
 
     edit_io = [p.state, p.canvas]
-    hooks.picker.change(on_pick, [shared.history, hooks.picker, hooks.image, p.state, p.canvas], edit_io, api_visibility="private",
-                        show_progress="hidden")
+    hooks.picker.change(on_pick, [shared.history, hooks.picker, hooks.image, p.state, p.canvas], edit_io,
+                        api_visibility="private", show_progress="hidden")
     p.click.change(on_click, [p.state, p.click, p.mode], edit_io, api_visibility="private", show_progress="hidden")
     p.write.click(on_write, [p.state, p.text], edit_io, api_visibility="private")
     p.text.submit(on_write, [p.state, p.text], edit_io, api_visibility="private")

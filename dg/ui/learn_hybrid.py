@@ -16,7 +16,7 @@ import gradio as gr
 
 from dg.engine.runs import LiveRun, prepare_run
 from dg.examples import SkillExamples
-from dg.ui.common import paced_stream, picker, refusal, refused_input, unless_live
+from dg.ui.common import paced_stream, picker, refusal, refused_input, shows_run, unless_live
 from dg.ui.generate_tab import GenerateTab, run_meta
 from dg.view import hybrid, render
 
@@ -62,7 +62,7 @@ def build(loaded, shared, generate: GenerateTab) -> None:
     def pick(history, label, shown):
         """A newly picked run: its instructive round, the slider over its rounds; the run already shown stays as it
         is (the page may say a pick again without one)."""
-        if shown.startswith(f"**{label}**"):
+        if shows_run(shown, label):
             return gr.skip(), gr.skip(), gr.skip(), gr.skip()
         kept = history.run(label)
         if kept is None or kept.trace.mode != "hybrid" or not kept.trace.rounds:

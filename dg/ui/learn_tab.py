@@ -13,7 +13,7 @@ import torch
 from dg.config import check_seed
 from dg.noise import corrupt
 from dg.prompts import encode_text
-from dg.ui.common import RunState, refused_input, step_index, unless_live
+from dg.ui.common import RunState, refused_input, shows_run, step_index, unless_live
 from dg.examples import ExampleRow, SkillExamples
 from dg.ui import learn_diffusion, learn_hybrid
 from dg.ui.generate_tab import GenerateTab
@@ -117,7 +117,7 @@ def _sampler_step(loaded, shared: RunState, generate: GenerateTab) -> None:
     def pick(history, label, stage, shown):
         """A newly picked run: the slider over its steps, at the instructive one (no slider value read); the run
         already shown stays as it is (the page may say a pick again without one)."""
-        if shown.startswith(f"**{label}**"):
+        if shows_run(shown, label):
             return gr.skip(), gr.skip(), gr.skip(), gr.skip()
         kept = history.run(label)
         if kept is None or not kept.trace.steps:
