@@ -73,6 +73,7 @@ def build_app(loaded, ar_model=None, concurrency: int = 64) -> gr.Blocks:
             race_tab.build(loaded, shared, generate, ar_model)
         with gr.Tab("Learn"):
             learn_tab.build(loaded, shared, generate)
+        generate.picks.wire()  # once every tab added its views
     return files.watch(guard_inputs(demo.queue(default_concurrency_limit=concurrency)))
 
 

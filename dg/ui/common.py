@@ -15,7 +15,7 @@ import os
 import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import gradio as gr
@@ -59,6 +59,43 @@ class RunState:
         it is (a finished run's summary is not replaced)."""
         n = self.sessions.stop(session_id(request))
         return "Stopping… what was produced so far stays in the replay." if n else gr.skip()
+
+
+@dataclass
+class Picks:
+    """The views that follow the run picker (the edit panel, the Learn walkthrough, the verify round), answered by
+    one listener. Gradio's page holds back a `change` that comes while its listener still runs and, when that
+    listener ends, says the `change` again to *every* listener of the picker: with several, each one ending
+    re-sends the others, and they go on re-sending each other with no pick at all, in a queue that delays every
+    other reply of the session. One listener can only re-send itself, once."""
+
+    picker: gr.Dropdown
+    views: list = field(default_factory=list)  # (fn, inputs, outputs) per view, in the order they were added
+
+    def follow(self, fn: Callable, inputs: list, outputs: list) -> None:
+        """Have `fn(*inputs)` answer each pick with its `outputs` (a tuple of them, or one gr.skip() for all)."""
+        taken = {id(c) for _, _, outs in self.views for c in outs}
+        assert not taken & {id(c) for c in outputs}, "two views that follow the picker fill one component"
+        self.views.append((fn, list(inputs), list(outputs)))
+
+    def wire(self) -> None:
+        """The one `change` listener of the picker (call once, after every view is added)."""
+        inputs = list({id(c): c for _, ins, _ in self.views for c in ins}.values())
+        outputs = [c for _, _, outs in self.views for c in outs]
+        where = {id(c): i for i, c in enumerate(inputs)}
+
+        def on_pick(*values):
+            update = {}
+            for fn, ins, outs in self.views:
+                result = fn(*(values[where[id(c)]] for c in ins))
+                if len(outs) == 1:
+                    result = (result,)
+                elif not isinstance(result, tuple):  # one skip for all of the view's outputs
+                    continue
+                update.update(zip(outs, result))
+            return update
+
+        self.picker.change(on_pick, inputs, outputs, api_visibility="private", show_progress="hidden")
 
 
 UNREADABLE = {"InvalidPathError": "only files uploaded to this app can be used",

@@ -23,7 +23,7 @@ from dg.edits import CanvasEdit
 from dg.engine.runs import LiveRun, prepare_run
 from dg.ui.kept import KeptRun
 from dg.examples import load_rows
-from dg.ui.common import (KNOB_NAMES, RunState, paced_stream, picker, refused_input, refusal, unless_live,
+from dg.ui.common import (KNOB_NAMES, Picks, RunState, paced_stream, picker, refused_input, refusal, unless_live,
                           with_api_names)
 from dg.view.edit import edit_parts
 from dg.view.render import PARTS_TEMPLATE
@@ -79,7 +79,7 @@ class Hooks:
 
     inputs: list  # prompt, image, thinking, seed, then every knob (Generate's order)
     image: gr.File
-    picker: gr.Dropdown
+    picks: Picks  # the run picker and the views that follow it
     status: gr.Markdown
     outputs: list  # every view `finished` fills
     pace: gr.Slider  # Generate's Pace: re-denoised and draft runs play at it too
@@ -202,8 +202,7 @@ def wire(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
         return editing, _view(editing, tok)
 
     edit_io = [p.state, p.canvas]
-    hooks.picker.change(on_pick, [shared.history, hooks.picker, hooks.image, p.state, p.canvas], edit_io,
-                        api_visibility="private", show_progress="hidden")
+    hooks.picks.follow(on_pick, [shared.history, hooks.picks.picker, hooks.image, p.state, p.canvas], edit_io)
     p.click.change(on_click, [p.state, p.click, p.mode], edit_io, api_visibility="private", show_progress="hidden")
     p.write.click(on_write, [p.state, p.text], edit_io, api_visibility="private")
     p.text.submit(on_write, [p.state, p.text], edit_io, api_visibility="private")
@@ -229,7 +228,7 @@ def _wire_runs(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
         history = history.keep(prompt, trace, tag, meta=meta)
         kept = history.run(None)
         table = compare_table({source.label: source.trace, kept.label: trace}) if source is not None else ""
-        yield {**hooks.finished(kept), shared.history: history, hooks.picker: picker(history),
+        yield {**hooks.finished(kept), shared.history: history, hooks.picks.picker: picker(history),
                hooks.status: summary(trace), p.compare: table}
 
     async def redenoise(editing, history, pace_ms=0, request: gr.Request = None):
@@ -251,7 +250,7 @@ def _wire_runs(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
                                 pace_ms, request, made_from={"draft": text}):
             yield update
 
-    outputs = [*hooks.outputs, shared.history, hooks.picker, hooks.status, p.compare]
+    outputs = [*hooks.outputs, shared.history, hooks.picks.picker, hooks.status, p.compare]
     p.go.click(redenoise, [p.state, shared.history, hooks.pace], outputs, api_name="redenoise",
                show_progress="hidden") \
         .then(api_visibility="private", **hooks.plots)

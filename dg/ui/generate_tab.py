@@ -22,9 +22,9 @@ from dg.loading import EMBEDDED_MODEL
 from dg.trace import Trace
 from dg.ui import edit_panel
 from dg.ui import modes
-from dg.ui.common import (KNOB_NAMES, PICKER_INFO, RunState, budget_limit, live_picker, load_examples, open_upload,
-                          paced_stream, picker, prepare, refused_input, step_index, stream, unless_live, with_api_names,
-                          with_knob)
+from dg.ui.common import (KNOB_NAMES, PICKER_INFO, Picks, RunState, budget_limit, live_picker, load_examples,
+                          open_upload, paced_stream, picker, prepare, refused_input, step_index, stream, unless_live,
+                          with_api_names, with_knob)
 from dg.examples import SkillExamples
 from dg.examples import skill_of
 from dg.ui.pace import MAX_PACE_MS, Pace
@@ -126,8 +126,12 @@ class GenerateTab:
     """What the other tabs use: the settings, the run picker and the Pace their own runs play at."""
 
     settings: Settings
-    picker: gr.Dropdown
+    picks: Picks  # the run picker, and the views of other tabs that follow it
     pace: gr.Slider
+
+    @property
+    def picker(self) -> gr.Dropdown:
+        return self.picks.picker
 
 
 def build(loaded, shared: RunState) -> GenerateTab:
@@ -144,8 +148,9 @@ def build(loaded, shared: RunState) -> GenerateTab:
     reference = SkillExamples.load()
     _wire_layout(inputs, views)  # first: a click's JS runs before the run it starts sends its first frame
     plot_io = _wire_generate(loaded, shared, reference, inputs, views, results)
+    picks = Picks(views.picker)
     edit_panel.wire(loaded, shared, edit, edit_panel.Hooks(
-        inputs.run, inputs.image, views.picker, views.status,
+        inputs.run, inputs.image, picks, views.status,
         [views.canvas, views.panel, views.text, views.inspector, views.step, results.trace_file],
         inputs.pace, live=partial(live_draw, loaded.tokenizer, views),
         finished=lambda kept: _run_view(loaded.tokenizer, reference, views, results, kept),
@@ -153,7 +158,7 @@ def build(loaded, shared: RunState) -> GenerateTab:
     _wire_replay(loaded, shared, reference, views, results)
     _wire_ab(loaded, shared, inputs, views, results)
     inputs.image.change(show_image, inputs.image, inputs.preview, api_visibility="private")
-    return GenerateTab(inputs.settings, views.picker, inputs.pace)
+    return GenerateTab(inputs.settings, picks, inputs.pace)
 
 
 def is_embedded(loaded) -> bool:

@@ -90,8 +90,7 @@ def build(loaded, shared, generate: GenerateTab) -> None:
 
     go.click(run_example, [shared.history, generate.pace], [shared.history, generate.picker, title, body, numbers],
              api_name="hybrid_round", show_progress="hidden")
-    generate.picker.change(pick, [shared.history, generate.picker, title], [round_slider, title, body, numbers],
-                           api_visibility="private", show_progress="hidden")
+    generate.picks.follow(pick, [shared.history, generate.picker, title], [round_slider, title, body, numbers])
     round_slider.input(walk, [shared.history, generate.picker, round_slider], [title, body, numbers],
                        api_visibility="private", show_progress="hidden")
 

@@ -134,8 +134,7 @@ def _sampler_step(loaded, shared: RunState, generate: GenerateTab) -> None:
         index = step_index(kept.trace, step)
         return stage_view(kept.trace, kept.label, index, stage)
 
-    generate.picker.change(pick, [shared.history, generate.picker, stage, title], [step, title, body, numbers],
-                           api_visibility="private", show_progress="hidden")
+    generate.picks.follow(pick, [shared.history, generate.picker, stage, title], [step, title, body, numbers])
     walk_io = dict(inputs=[shared.history, generate.picker, step, stage], outputs=[title, body, numbers],
                    api_visibility="private", show_progress="hidden")
     step.input(walk, **walk_io)

@@ -138,3 +138,36 @@ def test_a_reply_of_the_embedded_model_outside_its_skills_gets_the_note_and_a_sk
     assert "no meaning" in text("Why is the sky blue?", EMBEDDED_MODEL.name)
     assert "no meaning" not in text("Compute 2487 + 3356.", EMBEDDED_MODEL.name)  # a sum of its own: a skill
     assert "no meaning" not in text("Why is the sky blue?", "diffusiongemma-26B-A4B-it")
+
+
+def test_the_run_picker_has_one_listener_to_its_change_that_answers_every_view_that_follows_it(loaded):
+    # Gradio's page says a held-back `change` again to every listener of a component once one of them ends: two
+    # or more server listeners on one trigger re-send each other forever, and the session's replies queue behind
+    config = build_app(loaded).get_config_file()
+    listeners = {}
+    for dep in config["dependencies"]:
+        if dep["backend_fn"] and dep["trigger_mode"] == "always_last":
+            for target in dep["targets"]:
+                listeners.setdefault(tuple(target), []).append(dep["api_name"])
+    assert {t: names for t, names in listeners.items() if len(names) > 1} == {}
+    picker = next(c["id"] for c in config["components"] if c["props"].get("elem_id") == "dg-run-picker")
+    assert len(listeners[(picker, "change")]) == 1
+
+
+def test_picks_gives_each_view_its_own_inputs_and_leaves_a_skipped_view_as_it_is():
+    import gradio as gr
+
+    from dg.ui.common import Picks
+
+    with gr.Blocks() as demo:
+        picks = Picks(gr.Dropdown(["a", "b"]))
+        note, title, body, other = gr.Textbox(), gr.Markdown(), gr.HTML(), gr.Markdown()
+        picks.follow(lambda label, shown: f"{label} (was {shown})", [picks.picker, note], [title])
+        picks.follow(lambda label: (f"body of {label}", label), [picks.picker], [body, other])
+        picks.follow(lambda note: gr.skip(), [note], [gr.Textbox(), gr.Textbox()])
+        picks.wire()
+    (listener,) = [f for f in demo.fns.values() if f.name == "on_pick"]
+    assert [c._id for c in listener.inputs] == [picks.picker._id, note._id]  # each input once
+    assert listener.fn("b", "x") == {title: "b (was x)", body: "body of b", other: "b"}
+    with pytest.raises(AssertionError, match="fill one component"):
+        picks.follow(lambda label: label, [picks.picker], [title])
