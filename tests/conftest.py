@@ -5,7 +5,12 @@ import functools
 import os
 
 import pytest
-import torch
+
+if "PYTEST_XDIST_WORKER" in os.environ:
+    # one of several test processes sharing the cores: one thread each (two on a shared core run ~5x slower)
+    os.environ["OMP_NUM_THREADS"] = "1"
+
+import torch  # noqa: E402
 
 if not torch.cuda.is_available():
     # before anything imports triton (Gemma4Processor does): its kernels then run in the interpreter on CPU

@@ -93,7 +93,7 @@ class Picks:
                 elif not isinstance(result, tuple):  # one skip for all of the view's outputs
                     continue
                 update.update(zip(outs, result))
-            return update
+            return update or gr.skip()  # Gradio reads an empty dict as too few outputs: an error in the page
 
         self.picker.change(on_pick, inputs, outputs, api_visibility="private", show_progress="hidden")
 

@@ -160,14 +160,17 @@ def test_picks_gives_each_view_its_own_inputs_and_leaves_a_skipped_view_as_it_is
     from dg.ui.common import Picks
 
     with gr.Blocks() as demo:
-        picks = Picks(gr.Dropdown(["a", "b"]))
+        picks, lone = Picks(gr.Dropdown(["a", "b"])), Picks(gr.Dropdown(["a", "b"]))
         note, title, body, other = gr.Textbox(), gr.Markdown(), gr.HTML(), gr.Markdown()
         picks.follow(lambda label, shown: f"{label} (was {shown})", [picks.picker, note], [title])
         picks.follow(lambda label: (f"body of {label}", label), [picks.picker], [body, other])
         picks.follow(lambda note: gr.skip(), [note], [gr.Textbox(), gr.Textbox()])
+        lone.follow(lambda label: gr.skip(), [lone.picker], [gr.Textbox(), gr.Textbox()])
         picks.wire()
-    (listener,) = [f for f in demo.fns.values() if f.name == "on_pick"]
+        lone.wire()
+    listener, alone = [f for f in demo.fns.values() if f.name == "on_pick"]
     assert [c._id for c in listener.inputs] == [picks.picker._id, note._id]  # each input once
     assert listener.fn("b", "x") == {title: "b (was x)", body: "body of b", other: "b"}
+    assert alone.fn("b") == gr.skip()  # every view skipped: one skip for all (Gradio errs on an empty dict)
     with pytest.raises(AssertionError, match="fill one component"):
         picks.follow(lambda label: label, [picks.picker], [title])
