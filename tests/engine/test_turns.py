@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from dg.sampler import generate_diffusion, stream_diffusion
+from dg.sampler import generate_diffusion
 from dg.engine import runs as live
 from dg.engine.turns import Budget, Ticket, Turns
 

@@ -2,7 +2,6 @@
 server: nothing is rounded or clamped without a word, no server path is shown, and what the page showed stays."""
 
 import re
-from pathlib import Path
 
 import pytest
 from gradio_client import Client, handle_file
