@@ -22,6 +22,7 @@ from dg import devices
 from dg.devices import pick_device
 from dg.passes import eos_token_ids, pad_token_id
 from dg.paths import choose_path
+from dg.prompts import build_inputs
 
 EMBEDDED_MODEL = Path(__file__).resolve().parent.parent / "assets" / "diffusiongemma-tiny"
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]*[A-Za-z0-9]")
@@ -41,6 +42,11 @@ class Loaded:
     @property
     def tokenizer(self):
         return self.processor.tokenizer
+
+    @property
+    def embedded(self) -> bool:
+        """Is this the embedded tiny model (its five skills are all it knows)?"""
+        return Path(self.source).resolve() == EMBEDDED_MODEL.resolve()
 
     @property
     def eos_token_ids(self) -> list[int]:
@@ -116,12 +122,8 @@ class ARModel:
     source: str
 
     def inputs(self, prompt: str, thinking: bool = False) -> dict:
-        messages = [{"role": "user", "content": prompt}]
-        kwargs = {"enable_thinking": True} if thinking else {}
-        inputs = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
-                                                    return_dict=True, return_tensors="pt",
-                                                    sanitize_control_tokens=True, **kwargs)  # user text is text
-        return {k: v.to(self.model.device) for k, v in dict(inputs).items()}
+        """The chat turn the diffusion model gets (dg.prompts.build_inputs), through this model's own template."""
+        return build_inputs(self.tokenizer, prompt, thinking=thinking, device=self.model.device)
 
     @property
     def eos_token_ids(self) -> list[int]:

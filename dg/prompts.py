@@ -97,7 +97,8 @@ def build_messages(text: str, images=(), system: str | None = None) -> list[dict
 
 def build_inputs(processor, text: str, images=None, thinking: bool = False, system: str | None = None,
                  device=None) -> dict:
-    """Model inputs (input_ids, attention_mask, pixel_values, …) for one user turn."""
+    """Model inputs (input_ids, attention_mask, pixel_values, …) for one user turn, through a processor's chat
+    template or a bare tokenizer's (a separate AR model: text only)."""
     if images is not None and not isinstance(images, (list, tuple)):
         images = [images]
     messages = build_messages(text, images, system)

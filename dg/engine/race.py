@@ -7,7 +7,7 @@ by transformers' own `generate()`; a `BaseStreamer` records each token it pushes
 `TokenRecord`, so every lane gives the same kind of trace. Hybrid still verifies with the diffusion
 model's own weights then (its guarantee is that model's greedy AR, not the separate one's).
 The three threads wait at a barrier and start together; on one device they share it, as a user would.
-A separate AR model is loaded by dg.loading.load_ar_model (sized from its safetensors headers before it
+A separate AR model is runner by dg.loading.load_ar_model (sized from its safetensors headers before it
 loads, on the diffusion model's GPU when it fits there, else on another GPU with room, else refused).
 
     python -m dg race                    # the embedded tiny model on a three-term sum, thinking on
@@ -104,6 +104,7 @@ def hf_ar_run(ar: ARModel, inputs: dict, max_new_tokens: int, *, label: str = ""
     return LiveRun(body, label=label, start_gate=start_gate)
 
 
+LANES = ("diffusion", "AR", "hybrid")  # the lanes' names, in the order every view lists them
 HYBRID_ON_DIFFUSION = "hybrid, the diffusion model's own weights (a separate --ar-model does not verify)"
 
 
@@ -117,8 +118,8 @@ class Race:
 
     @property
     def lanes(self) -> dict[str, LiveRun]:
-        """The lanes by name, in the order every view lists them."""
-        return {"diffusion": self.diffusion, "AR": self.ar, "hybrid": self.hybrid}
+        """The lanes by name, in `LANES` order."""
+        return dict(zip(LANES, (self.diffusion, self.ar, self.hybrid)))
 
     def start(self) -> "Race":
         for lane in self.lanes.values():
@@ -134,18 +135,18 @@ class Race:
         return watch(list(self.lanes.values()), fps)
 
 
-def start_race(loaded, prompt: str, *, inputs: dict | None = None, image=None, thinking: bool = False,
+def start_race(runner, prompt: str, *, inputs: dict | None = None, image=None, thinking: bool = False,
                config: SamplerConfig | None = None, seed: int = 0, ar_model: ARModel | None = None) -> Race:
     """Build every lane's inputs (errors raise before any thread starts), then start them together."""
-    config = config or loaded.sampler_config
+    config = config or runner.sampler_config
     if inputs is None:
-        inputs = build_inputs(loaded.processor, prompt, images=image, thinking=thinking, device=loaded.device)
+        inputs = build_inputs(runner.processor, prompt, images=image, thinking=thinking, device=runner.device)
     gate = threading.Barrier(3)
-    diffusion = LiveRun.of(loaded, "diffusion", inputs, config, seed, label="diffusion", start_gate=gate)
-    hybrid = LiveRun.of(loaded, "hybrid", inputs, config, seed, label="hybrid", start_gate=gate)
+    diffusion = LiveRun.of(runner, "diffusion", inputs, config, seed, label="diffusion", start_gate=gate)
+    hybrid = LiveRun.of(runner, "hybrid", inputs, config, seed, label="hybrid", start_gate=gate)
     if ar_model is None:  # greedy: no seed; the budget is the one knob AR reads
-        ar_settings = loaded.sampler_config.replace(max_new_tokens=config.max_new_tokens)
-        ar = LiveRun.of(loaded, "ar", inputs, ar_settings, label="AR", start_gate=gate)
-        return Race(diffusion, ar, hybrid, loaded.tokenizer).start()
+        ar_settings = runner.sampler_config.replace(max_new_tokens=config.max_new_tokens)
+        ar = LiveRun.of(runner, "ar", inputs, ar_settings, label="AR", start_gate=gate)
+        return Race(diffusion, ar, hybrid, runner.tokenizer).start()
     ar = hf_ar_run(ar_model, ar_model.inputs(prompt, thinking), config.max_new_tokens, label="AR", start_gate=gate)
     return Race(diffusion, ar, hybrid, ar_model.tokenizer, HYBRID_ON_DIFFUSION).start()

@@ -226,26 +226,26 @@ class Sessions:
         return len(runs)
 
 
-def prepare_run(loaded, prompt: str, image, thinking: bool, seed, knobs: dict) -> tuple[dict, SamplerConfig, int]:
+def prepare_run(runner, prompt: str, image, thinking: bool, seed, knobs: dict) -> tuple[dict, SamplerConfig, int]:
     """Validate what a user set (prompt, image path, seed, knob values) and build the model inputs.
 
     Raises ValueError naming the offending value; nothing has started yet when it does.
     """
-    config = loaded.sampler_config.with_values(knobs)
+    config = runner.sampler_config.with_values(knobs)
     seed = check_seed(seed)
     try:
         picture = open_image(image) if image else None
     except ValueError as err:  # name the upload, not the server's temp path
         raise ValueError(str(err).replace(str(image), f"'{os.path.basename(str(image))}'")) from None
-    inputs = build_inputs(loaded.processor, prompt, images=picture, thinking=bool(thinking), device=loaded.device)
-    check_inputs(loaded.model, inputs, config)
+    inputs = build_inputs(runner.processor, prompt, images=picture, thinking=bool(thinking), device=runner.device)
+    check_inputs(runner.model, inputs, config)
     return inputs, config, seed
 
 
-def with_knob(loaded, inputs: dict, config: SamplerConfig, knob: str, value) -> SamplerConfig:
+def with_knob(runner, inputs: dict, config: SamplerConfig, knob: str, value) -> SamplerConfig:
     """`config` with one more knob set (A/B's B), held to the same ranges and context check as a run."""
     changed = config.with_values({knob: value})
-    check_inputs(loaded.model, inputs, changed)
+    check_inputs(runner.model, inputs, changed)
     return changed
 
 

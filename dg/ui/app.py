@@ -45,15 +45,15 @@ PRESENTER_JS = """(on) => {
 }"""
 
 
-def header(loaded) -> str:
+def header(runner) -> str:
     """The model's title line with the checkpoint by its name: a hub id as it is, a local folder by its own name
     (the page never shows a path on the server's disk)."""
-    source = str(loaded.source)
+    source = str(runner.source)
     name = Path(source).name if Path(source).is_dir() else source
-    return loaded.describe().replace(source, name, 1)
+    return runner.describe().replace(source, name, 1)
 
 
-def build_app(loaded, ar_model=None, concurrency: int = 64) -> gr.Blocks:
+def build_app(runner, ar_model=None, concurrency: int = 64) -> gr.Blocks:
     """The whole demo on one DiffusionGemma runner (dg.engine.runner.Runner: in this process or a worker
     process) and an optional separate AR model, queue enabled.
 
@@ -62,17 +62,17 @@ def build_app(loaded, ar_model=None, concurrency: int = 64) -> gr.Blocks:
     files.private_cache()  # Gradio's copies and uploads go to the private, bounded folder
     with gr.Blocks(title="DiffusionGemma, step by step") as demo:
         with gr.Row(equal_height=True):
-            gr.Markdown(f"# DiffusionGemma, step by step\n`{header(loaded)}`", elem_id="dg-header")
+            gr.Markdown(f"# DiffusionGemma, step by step\n`{header(runner)}`", elem_id="dg-header")
             presenter = gr.Checkbox(label="Presenter view", info="full-width canvas, large cells, for a room",
                                     scale=0, min_width=220)
         presenter.change(None, presenter, None, js=PRESENTER_JS)
         shared = RunState.create()  # this session's finished runs, for the replay; every session's live runs
         with gr.Tab("Generate"):
-            generate = generate_tab.build(loaded, shared)
+            generate = generate_tab.build(runner, shared)
         with gr.Tab("Race"):
-            race_tab.build(loaded, shared, generate, ar_model)
+            race_tab.build(runner, shared, generate, ar_model)
         with gr.Tab("Learn"):
-            learn_tab.build(loaded, shared, generate)
+            learn_tab.build(runner, shared, generate)
         generate.picks.wire()  # once every tab added its views
     return files.watch(guard_inputs(demo.queue(default_concurrency_limit=concurrency)))
 
@@ -88,12 +88,12 @@ def serve(loaded, ar_model=None, *, in_process: bool = True):
     """The app on `loaded` (dg.loading.load's) on a free local port, in this process; yields its URL and
     closes it afterwards. `in_process=False`: the model runs in a worker process loaded from `loaded.source`
     (dg.engine.worker), closed with the app."""
-    loaded = InProcess.of(loaded) if in_process else start_worker(loaded.source, loaded.device)
+    runner = InProcess.of(loaded) if in_process else start_worker(loaded.source, loaded.device)
     try:
-        with serve_runner(loaded, ar_model) as url:
+        with serve_runner(runner, ar_model) as url:
             yield url
     finally:
-        loaded.close()
+        runner.close()
 
 
 @contextmanager
@@ -143,7 +143,7 @@ def main() -> None:
     parser.add_argument("--ray-address", default=None,
                         help="the Ray cluster of --replicas (default: $RAY_ADDRESS, else a local Ray on 127.0.0.1)")
     args = parser.parse_args()
-    loaded = None
+    runner = None
     try:  # the model loads first: a separate AR model goes where the diffusion model left room
         if args.ray_address and not args.replicas:
             raise ValueError("--ray-address starts replicas there: give --replicas N too")
@@ -154,22 +154,22 @@ def main() -> None:
                 raise ValueError(f"--replicas needs Ray Serve ({err.name} is not installed): "
                                  "pip install -r requirements.txt") from None
 
-            loaded = start_replicas(ReplicaSpec.parse(args.replicas, address=args.ray_address), args.model)
+            runner = start_replicas(ReplicaSpec.parse(args.replicas, address=args.ray_address), args.model)
         else:
-            loaded = (InProcess.of(load(args.model, path=args.path)) if args.in_process
+            runner = (InProcess.of(load(args.model, path=args.path)) if args.in_process
                       else start_worker(args.model, path=args.path))
         ar_model = load_ar_model(args.ar_model) if args.ar_model else None
     except (FileNotFoundError, ValueError) as err:  # one line, exit code 2, as the CLI's bad input
-        if loaded is not None:
-            loaded.close()
+        if runner is not None:
+            runner.close()
         print(f"app.py: {err}", file=sys.stderr)
         raise SystemExit(2) from None
-    share_cpu(loaded.device)
-    loaded.yield_cpu()  # from here on the app's threads are nicer than the model's (a worker process)
+    share_cpu(runner.device)
+    runner.yield_cpu()  # from here on the app's threads are nicer than the model's (a worker process)
     files.remove_on_exit()  # SIGTERM too removes the files handed out
-    print(loaded.describe())
+    print(runner.describe())
     try:  # a port or host left as None is Gradio's to pick: its environment variables, then its defaults
-        build_app(loaded, ar_model).launch(server_port=args.port, server_name=args.host, share=args.share,
+        build_app(runner, ar_model).launch(server_port=args.port, server_name=args.host, share=args.share,
                                            **LAUNCH)
     except OSError as err:
         if "port" not in str(err):  # Gradio's "Cannot find empty port in range: …"
@@ -178,4 +178,4 @@ def main() -> None:
         raise SystemExit(f"app.py: {busy}; pass another --port N, or leave --port out to take the next free "
                          "one") from None
     finally:
-        loaded.close()
+        runner.close()

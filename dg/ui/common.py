@@ -193,17 +193,17 @@ def open_upload(path):
         raise ValueError(str(err).replace(path, name).splitlines()[0]) from None
 
 
-def prepare(loaded, prompt, image, thinking, seed, knobs) -> tuple:
+def prepare(runner, prompt, image, thinking, seed, knobs) -> tuple:
     """`dg.engine.runs.prepare_run` on the sliders' values, in order of `KNOBS`; bad input → gr.Error."""
     with refused_input():
         picture = open_upload(image) if image else None
-        return prepare_run(loaded, prompt, picture, thinking, seed, dict(zip(KNOB_NAMES, knobs)))
+        return prepare_run(runner, prompt, picture, thinking, seed, dict(zip(KNOB_NAMES, knobs)))
 
 
-def with_knob(loaded, inputs, config, knob, value):
+def with_knob(runner, inputs, config, knob, value):
     """`dg.engine.runs.with_knob`: A/B's B config, held to the knob ranges and the context check; bad input → gr.Error."""
     with refused_input():
-        return runs.with_knob(loaded, inputs, config, knob, value)
+        return runs.with_knob(runner, inputs, config, knob, value)
 
 
 async def stream(shared: RunState, request, live_runs: list[LiveRun], draw: Callable[..., dict],
@@ -320,8 +320,10 @@ def shows_run(title: str, label: str) -> bool:
     return title.startswith(f"**{label}**")
 
 
-def with_api_names(fn, *names):
-    """`fn(*values, request=...)` as an async generator with one named parameter per input: the API names each knob."""
+def named_inputs(fn, inputs: dict) -> tuple:
+    """A listener on `inputs` (API name → component, in the order `fn(*values, request=...)` reads them): the
+    async generator Gradio calls, with one parameter per input so that the API names each one, and the
+    components to wire it to. Names and components come from the one dict, so they cannot fall out of step."""
 
     async def with_names(*args):
         *values, request = args
@@ -329,8 +331,8 @@ def with_api_names(fn, *names):
             yield update
 
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    params = [inspect.Parameter(n, kind) for n in names]
+    params = [inspect.Parameter(n, kind) for n in inputs]
     with_names.__signature__ = inspect.Signature([*params, inspect.Parameter("request", kind, default=None,
                                                                              annotation=gr.Request)])
     with_names.__annotations__ = {"request": gr.Request}  # Gradio finds the request parameter by its type hint
-    return with_names
+    return with_names, list(inputs.values())

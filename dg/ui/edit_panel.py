@@ -23,8 +23,8 @@ from dg.edits import CanvasEdit
 from dg.engine.runs import LiveRun, prepare_run
 from dg.ui.kept import KeptRun
 from dg.examples import load_rows
-from dg.ui.common import (KNOB_NAMES, Picks, RunState, paced_stream, picker, refused_input, refusal, unless_live,
-                          with_api_names)
+from dg.ui.common import (KNOB_NAMES, Picks, RunState, named_inputs, paced_stream, picker, refused_input, refusal,
+                          unless_live)
 from dg.view.edit import edit_parts
 from dg.view.render import PARTS_TEMPLATE
 from dg.view.tables import compare_table, summary
@@ -77,7 +77,7 @@ class Panel:
 class Hooks:
     """What the panel borrows from the Generate tab: its inputs, and how it draws a run live and finished."""
 
-    inputs: list  # prompt, image, thinking, seed, then every knob (Generate's order)
+    inputs: dict  # prompt, image, thinking, seed, then every knob, by API name (Generate's `Inputs.run`)
     image: gr.File
     picks: Picks  # the run picker and the views that follow it
     status: gr.Markdown
@@ -89,10 +89,10 @@ class Hooks:
     plots: dict  # the chained event that draws the plots of the picked run
 
 
-def panel(loaded, prompt: gr.Textbox, thinking: gr.Checkbox) -> Panel:
+def panel(runner, prompt: gr.Textbox, thinking: gr.Checkbox) -> Panel:
     """The panel's components, in the column it is built in."""
     with gr.Accordion("Edit the canvas and re-denoise (infill)", open=True, elem_id="dg-edit"):
-        canvas = gr.HTML(edit_parts(None, loaded.tokenizer), html_template=PARTS_TEMPLATE, elem_id="dg-edit-canvas",
+        canvas = gr.HTML(edit_parts(None, runner.tokenizer), html_template=PARTS_TEMPLATE, elem_id="dg-edit-canvas",
                          js_on_load=CLICK_JS)
         click = gr.Textbox(visible="hidden", elem_id="dg-edit-click")
         mode = gr.Radio(list(CLICKS), value=PIN, label="A click on a cell…", elem_id="dg-edit-mode",
@@ -160,7 +160,7 @@ def edit_span(edit: CanvasEdit, spec: str) -> range:
 
 
 def check_redenoise(editing: Editing | None) -> None:
-    """Re-denoise's refusals: no run loaded, nothing free or blank to denoise, or its picture gone."""
+    """Re-denoise's refusals: no run picked, nothing free or blank to denoise, or its picture gone."""
     if editing is None:
         raise refusal("nothing to re-denoise: generate a diffusion run first, its canvas loads here")
     if editing.edit.counts["pinned"] == len(editing.edit):
@@ -172,8 +172,8 @@ def check_redenoise(editing: Editing | None) -> None:
                       "pick the run again")
 
 
-def wire(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
-    tok = loaded.tokenizer
+def wire(runner, shared: RunState, p: Panel, hooks: Hooks) -> None:
+    tok = runner.tokenizer
 
     @unless_live  # the panel keeps the run it edits while the re-denoised run plays
     def on_pick(history, label, image, editing, shown):
@@ -207,19 +207,19 @@ def wire(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
     p.write.click(on_write, [p.state, p.text], edit_io, api_visibility="private")
     p.text.submit(on_write, [p.state, p.text], edit_io, api_visibility="private")
     p.reset.click(on_reset, p.state, edit_io, api_visibility="private")
-    _wire_runs(loaded, shared, p, hooks)
+    _wire_runs(runner, shared, p, hooks)
 
 
-def _wire_runs(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
+def _wire_runs(runner, shared: RunState, p: Panel, hooks: Hooks) -> None:
     """Re-denoise and Run the draft: a diffusion run with a draft, streamed into Generate's views, kept."""
-    tok, vocab = loaded.tokenizer, loaded.model.config.text_config.vocab_size
+    tok, vocab = runner.tokenizer, runner.model.config.text_config.vocab_size
 
     async def run(prompt, image, thinking, seed, knobs: dict, draft_of: Callable, history, pace_ms, request,
                   source=None, made_from: dict | None = None):
         with refused_input():
-            run_inputs, config, seed = prepare_run(loaded, prompt, image, thinking, seed, knobs)
+            run_inputs, config, seed = prepare_run(runner, prompt, image, thinking, seed, knobs)
             draft = draft_of(config, seed)
-        live = LiveRun.of(loaded, "diffusion", run_inputs, config, seed, draft=draft).start()
+        live = LiveRun.of(runner, "diffusion", run_inputs, config, seed, draft=draft).start()
         async for update in paced_stream(shared, request, live, hooks.live(live, history), pace_ms):
             yield update
         trace = live.snapshot()
@@ -244,7 +244,7 @@ def _wire_runs(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
         *knob_values, text, history, pace_ms = rest
 
         def draft_of(config, seed):
-            return draft_for(loaded.model, tok, text, config.max_new_tokens, seed)
+            return draft_for(runner.model, tok, text, config.max_new_tokens, seed)
 
         async for update in run(prompt, image, thinking, seed, dict(zip(KNOB_NAMES, knob_values)), draft_of, history,
                                 pace_ms, request, made_from={"draft": text}):
@@ -254,7 +254,7 @@ def _wire_runs(loaded, shared: RunState, p: Panel, hooks: Hooks) -> None:
     p.go.click(redenoise, [p.state, shared.history, hooks.pace], outputs, api_name="redenoise",
                show_progress="hidden") \
         .then(api_visibility="private", **hooks.plots)
-    from_draft = with_api_names(from_draft, "prompt", "image", "thinking", "seed", *KNOB_NAMES, "draft", "runs",
-                                "pace_ms")
-    p.run_draft.click(from_draft, [*hooks.inputs, p.draft, shared.history, hooks.pace], outputs, api_name="draft",
+    from_draft, draft_inputs = named_inputs(from_draft, {**hooks.inputs, "draft": p.draft, "runs": shared.history,
+                                                         "pace_ms": hooks.pace})
+    p.run_draft.click(from_draft, draft_inputs, outputs, api_name="draft",
                       show_progress="hidden").then(api_visibility="private", **hooks.plots)

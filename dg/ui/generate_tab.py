@@ -18,13 +18,12 @@ from pathlib import Path
 import gradio as gr
 
 from dg.config import KNOBS
-from dg.loading import EMBEDDED_MODEL
 from dg.trace import Trace
 from dg.ui import edit_panel
 from dg.ui import modes
 from dg.ui.common import (KNOB_NAMES, PICKER_INFO, Picks, RunState, budget_limit, live_picker, load_examples,
                           open_upload, paced_stream, picker, prepare, refused_input, step_index, stream, unless_live,
-                          with_api_names, with_knob)
+                          named_inputs, with_knob)
 from dg.examples import SkillExamples
 from dg.examples import skill_of
 from dg.ui.pace import MAX_PACE_MS, Pace
@@ -73,6 +72,11 @@ class Settings:
     knobs: list
     seed: gr.Number
 
+    @property
+    def named(self) -> dict:
+        """The seed, then every knob, by the name the API gives each."""
+        return {"seed": self.seed, **dict(zip(KNOB_NAMES, self.knobs))}
+
 
 @dataclass
 class Inputs:
@@ -87,9 +91,9 @@ class Inputs:
     mode: gr.Radio  # diffusion, hybrid or AR (dg.ui.modes)
 
     @property
-    def run(self) -> list:
-        """What a run reads, in the API's order: prompt, image, thinking, seed, then every knob."""
-        return [self.prompt, self.image, self.thinking, self.settings.seed, *self.settings.knobs]
+    def run(self) -> dict:
+        """What a run reads by its API name, in order: prompt, image, thinking, seed, then every knob."""
+        return {"prompt": self.prompt, "image": self.image, "thinking": self.thinking, **self.settings.named}
 
 
 @dataclass
@@ -134,38 +138,34 @@ class GenerateTab:
         return self.picks.picker
 
 
-def build(loaded, shared: RunState) -> GenerateTab:
+def build(runner, shared: RunState) -> GenerateTab:
     """Prompt + settings on the left; live canvas, step panel, replay, inspector and A/B on the right; plots below.
     The presenter view (theme.CSS) makes the inputs one bar on top and stacks the rest under it, full width."""
     with gr.Row(elem_id="dg-main"):
         with gr.Column(scale=2, min_width=340, elem_id="dg-inputs"):
-            inputs = _input_column(loaded)
+            inputs = _input_column(runner)
         with gr.Column(scale=3, min_width=420, elem_id="dg-views"):
-            views = _view_column(loaded, inputs.mode.value)
-            edit = edit_panel.panel(loaded, inputs.prompt, inputs.thinking)
+            views = _view_column(runner, inputs.mode.value)
+            edit = edit_panel.panel(runner, inputs.prompt, inputs.thinking)
             ab = _ab_box()
     results = _results(ab)
     reference = SkillExamples.load()
     _wire_layout(inputs, views)  # first: a click's JS runs before the run it starts sends its first frame
-    plot_io = _wire_generate(loaded, shared, reference, inputs, views, results)
+    plot_io = _wire_generate(runner, shared, reference, inputs, views, results)
     picks = Picks(views.picker)
-    edit_panel.wire(loaded, shared, edit, edit_panel.Hooks(
+    edit_panel.wire(runner, shared, edit, edit_panel.Hooks(
         inputs.run, inputs.image, picks, views.status,
         [views.canvas, views.panel, views.text, views.inspector, views.step, results.trace_file],
-        inputs.pace, live=partial(live_draw, loaded.tokenizer, views),
-        finished=lambda kept: _run_view(loaded.tokenizer, reference, views, results, kept),
-        meta=lambda *produced: run_meta(loaded, *produced), plots=plot_io))
-    _wire_replay(loaded, shared, reference, views, results)
-    _wire_ab(loaded, shared, inputs, views, results)
+        inputs.pace, live=partial(live_draw, runner.tokenizer, views),
+        finished=lambda kept: _run_view(runner, reference, views, results, kept),
+        meta=lambda *produced: run_meta(runner, *produced), plots=plot_io))
+    _wire_replay(runner, shared, reference, views, results)
+    _wire_ab(runner, shared, inputs, views, results)
     inputs.image.change(show_image, inputs.image, inputs.preview, api_visibility="private")
     return GenerateTab(inputs.settings, picks, inputs.pace)
 
 
-def is_embedded(loaded) -> bool:
-    return Path(loaded.source).resolve() == EMBEDDED_MODEL.resolve()
-
-
-def _input_column(loaded) -> Inputs:
+def _input_column(runner) -> Inputs:
     """The prompt and what a run reads. The presenter view lays the prompt, Generate/Stop, mode, thinking and pace
     out as one bar, the Examples folded under it, the image and the settings below the views (theme.CSS)."""
     prompt = gr.Textbox(label="Prompt", lines=2, placeholder="Ask something, or pick an example below",
@@ -181,16 +181,16 @@ def _input_column(loaded) -> Inputs:
     with gr.Row(elem_id="dg-run"):
         go = gr.Button("Generate", variant="primary", elem_id="dg-go")
         stop = gr.Button("Stop", variant="stop", elem_id="dg-stop")
-    _examples(loaded, prompt, image, thinking)
+    _examples(runner, prompt, image, thinking)
     with gr.Accordion("Sampler settings", open=False, elem_id="dg-settings"):
-        config = loaded.sampler_config
-        knobs = [_knob_slider(k, config, budget_limit(loaded.model)) for k in KNOBS]
+        config = runner.sampler_config
+        knobs = [_knob_slider(k, config, budget_limit(runner.model)) for k in KNOBS]
         # no precision=0: Gradio would round 1.5 to 2 and run another seed; dg's check refuses it instead
         seed = gr.Number(0, label="seed", info="torch.manual_seed(seed) right before the run")
     return Inputs(prompt, image, preview, thinking, pace, go, stop, Settings(knobs, seed), mode)
 
 
-def _examples(loaded, prompt, image, thinking) -> gr.Accordion:
+def _examples(runner, prompt, image, thinking) -> gr.Accordion:
     """The examples, open beside the views for a visitor, folded in the presenter view (PRESENTER_JS in dg.ui.app
     folds them, and a Generate click folds them again there): open, the tiny model's table is some 1,300 px."""
     examples = load_examples()
@@ -199,7 +199,7 @@ def _examples(loaded, prompt, image, thinking) -> gr.Accordion:
                     label="The embedded tiny model's skills (its reply is checked against the reference; the last "
                           "is the Race tab's sum, which diffusion gets wrong at seed 0 and AR right)")
         gr.Examples(examples["general"], [prompt, image, thinking], label="General (for the released model)" + (
-            ": the tiny model's reply to them has no meaning" if is_embedded(loaded) else ""))
+            ": the tiny model's reply to them has no meaning" if runner.embedded else ""))
     return accordion
 
 
@@ -215,13 +215,13 @@ def _legend(shown_mode: str) -> str:
     return render.legend_html(modes.engine_mode(shown_mode))
 
 
-def _view_column(loaded, mode: str) -> Views:
+def _view_column(runner, mode: str) -> Views:
     """The legend, the canvas with the status line under it, the step panel, the text, the replay and inspector.
     Nothing above the canvas changes while a run plays (the legend changes with the mode), and the canvas and
     panel keep their height through a run (HOLD_JS), so neither the canvas nor what follows it jumps."""
     gr.HTML(CSS, elem_id="dg-css")  # the page's one copy of the views' CSS
     legend = gr.HTML(_legend(mode), elem_id="dg-legend")
-    canvas = gr.HTML(render.canvas_parts(Trace(), loaded.tokenizer), html_template=render.PARTS_TEMPLATE,
+    canvas = gr.HTML(render.canvas_parts(Trace(), runner.tokenizer), html_template=render.PARTS_TEMPLATE,
                      elem_id="dg-canvas", js_on_load=CLICK_JS + HOLD_JS)
     status = gr.Markdown("Pick an example or type a prompt, then **Generate**.", elem_id="dg-status")
     panel = gr.HTML(elem_id="dg-panel", js_on_load=HOLD_JS)
@@ -306,33 +306,34 @@ def show_image(path):
     return gr.Image(value=picture, visible=picture is not None)
 
 
-def run_meta(loaded, prompt, image, thinking, seed) -> dict:
+def run_meta(runner, prompt, image, thinking, seed) -> dict:
     """What produced a run, as its exports record it."""
-    model = Path(loaded.source).name if Path(loaded.source).is_dir() else loaded.source
+    model = Path(runner.source).name if Path(runner.source).is_dir() else runner.source
     return {"prompt": prompt, "image": Path(image).name if image else None, "thinking": bool(thinking),
             "seed": seed, "model": model}
 
 
-def text_and_check(kept: KeptRun, tokenizer, reference: SkillExamples) -> str:
+def text_and_check(kept: KeptRun, runner, reference: SkillExamples) -> str:
     """The run's text, and for a skill example its reference answer with ✓ or ✗; on the embedded model, a note
     when the prompt is none of its five skills."""
+    tokenizer = runner.tokenizer
     prompt, image = kept.meta.get("prompt", ""), kept.meta.get("image")
     check = reference.check(prompt, image, kept.trace, tokenizer)
     html = render.text_view_html(kept.trace, tokenizer)
-    if check is None and kept.meta.get("model") == EMBEDDED_MODEL.name and skill_of(prompt, bool(image)) is None:
+    if check is None and runner.embedded and skill_of(prompt, bool(image)) is None:
         return html + notes.outside_skills_html()  # the tiny model's reply to anything else means nothing
     return html + (render.check_html(check.reference, check.correct) if check is not None else "")
 
 
-def _run_view(tokenizer, reference, views: Views, results: Results, kept: KeptRun, show="argmax", pos=0) -> dict:
+def _run_view(runner, reference, views: Views, results: Results, kept: KeptRun, show="argmax", pos=0) -> dict:
     """One finished run at its last step: canvas, panel, text (+ reference check), the slider over all its
     run steps (1 … N), its trace file."""
-    trace = kept.trace
+    trace, tokenizer = kept.trace, runner.tokenizer
     n = len(trace.steps)
     return {views.canvas: render.canvas_parts(trace, tokenizer, n - 1 if n else None, show=show,
                                              inspect=check_pos(trace, pos) if n else None),
             views.panel: render.step_panel_html(trace, n - 1 if n else None),
-            views.text: text_and_check(kept, tokenizer, reference),
+            views.text: text_and_check(kept, runner, reference),
             views.inspector: inspect_at(trace, tokenizer, n - 1, pos),
             views.step: gr.Slider(minimum=1, maximum=max(n, 2), value=max(n, 1), interactive=True, label=REPLAY),
             results.trace_file: str(export.trace_json(trace, scratch_dir() / "trace.json", kept.meta))}
@@ -371,27 +372,27 @@ def _live_status(run: LiveRun, frame: Trace, shown: Trace, pace: Pace) -> str:
             f"(the sampler is {where}; Stop ends the slow motion)")
 
 
-def _wire_generate(loaded, shared: RunState, reference: SkillExamples, inputs: Inputs, views: Views,
+def _wire_generate(runner, shared: RunState, reference: SkillExamples, inputs: Inputs, views: Views,
                    results: Results) -> dict:
     """Generate, Stop and the run picker; returns the chained event that draws the picked run's plots."""
-    tok = loaded.tokenizer
+    tok = runner.tokenizer
 
     async def generate(prompt, image, thinking, seed, *rest, request=None):
         *knobs, mode, pace_ms, history = rest
-        run_inputs, config, seed = prepare(loaded, prompt, image, thinking, seed, knobs)
+        run_inputs, config, seed = prepare(runner, prompt, image, thinking, seed, knobs)
         mode = modes.engine_mode(mode)
-        run = LiveRun.of(loaded, mode, run_inputs, config, None if mode == "ar" else seed).start()
+        run = LiveRun.of(runner, mode, run_inputs, config, None if mode == "ar" else seed).start()
         async for update in paced_stream(shared, request, run, live_draw(tok, views, run, history), pace_ms):
             yield update
         trace = run.snapshot()
-        history = history.keep(prompt, trace, meta=run_meta(loaded, prompt, image, thinking, seed))
-        yield {**_run_view(tok, reference, views, results, history.run(None)), shared.history: history,
+        history = history.keep(prompt, trace, meta=run_meta(runner, prompt, image, thinking, seed))
+        yield {**_run_view(runner, reference, views, results, history.run(None)), shared.history: history,
                views.picker: picker(history), views.status: summary(trace)}
 
     def pick(history, label, show, pos):
         kept = history.run(label)
         with refused_input():  # a position outside the picked run's canvas
-            return _run_view(tok, reference, views, results, kept, show, pos) if kept is not None else {}
+            return _run_view(runner, reference, views, results, kept, show, pos) if kept is not None else {}
 
     def show_plots(history, label):
         trace = history.find(label)
@@ -399,11 +400,12 @@ def _wire_generate(loaded, shared: RunState, reference: SkillExamples, inputs: I
             return gr.skip(), gr.skip(), gr.skip(), gr.skip()
         return tuple(plots.run_figures(trace, tok))
 
-    generate = with_api_names(generate, "prompt", "image", "thinking", "seed", *KNOB_NAMES, "mode", "pace_ms", "runs")
+    generate, run_inputs = named_inputs(generate, {**inputs.run, "mode": inputs.mode, "pace_ms": inputs.pace,
+                                                   "runs": shared.history})
     outputs = [views.canvas, views.panel, views.text, views.status, views.step, views.inspector, results.trace_file,
                shared.history, views.picker]
     plot_io = dict(fn=show_plots, inputs=[shared.history, views.picker], outputs=results.plots)
-    run_io = dict(inputs=[*inputs.run, inputs.mode, inputs.pace, shared.history], outputs=outputs, show_progress="hidden")
+    run_io = dict(inputs=run_inputs, outputs=outputs, show_progress="hidden")
     inputs.go.click(generate, api_name="generate", **run_io).then(api_name="plots", **plot_io)  # canvas, then plots
     inputs.prompt.submit(generate, api_visibility="private", **run_io).then(api_visibility="private", **plot_io)
     inputs.stop.click(shared.stop, None, views.status, api_name="stop", queue=False)
@@ -412,9 +414,9 @@ def _wire_generate(loaded, shared: RunState, reference: SkillExamples, inputs: I
     return plot_io
 
 
-def _wire_replay(loaded, shared: RunState, reference: SkillExamples, views: Views, results: Results) -> None:
+def _wire_replay(runner, shared: RunState, reference: SkillExamples, views: Views, results: Results) -> None:
     """The slider counts run steps from 1, as the canvas label and the plots do."""
-    tok = loaded.tokenizer
+    tok = runner.tokenizer
 
     def replay(history, label, step, show, pos):
         trace = history.find(label) if label is not None else None  # None: a run is playing, or none is kept
@@ -456,18 +458,18 @@ def _wire_replay(loaded, shared: RunState, reference: SkillExamples, views: View
                      show_progress="hidden")
 
 
-def _wire_ab(loaded, shared: RunState, inputs: Inputs, views: Views, results: Results) -> None:
+def _wire_ab(runner, shared: RunState, inputs: Inputs, views: Views, results: Results) -> None:
     """A/B: A with the settings, B with one knob changed; same prompt and seed (B runs after A)."""
-    tok = loaded.tokenizer
+    tok = runner.tokenizer
 
     async def ab(prompt, image, thinking, seed, *rest, request=None):
         *knobs, knob, value, history = rest
-        run_inputs, config_a, seed = prepare(loaded, prompt, image, thinking, seed, knobs)
-        config_b = with_knob(loaded, run_inputs, config_a, knob, value)
+        run_inputs, config_a, seed = prepare(runner, prompt, image, thinking, seed, knobs)
+        config_b = with_knob(runner, run_inputs, config_a, knob, value)
         if config_b == config_a:
             gr.Warning(f"B sets {knob} = {value}, the same as A: both runs will match.")
-        a = LiveRun.of(loaded, "diffusion", run_inputs, config_a, seed, label="A").start()
-        b = LiveRun.of(loaded, "diffusion", run_inputs, config_b, seed, label="B").start()
+        a = LiveRun.of(runner, "diffusion", run_inputs, config_a, seed, label="A").start()
+        b = LiveRun.of(runner, "diffusion", run_inputs, config_b, seed, label="B").start()
         titles = (f"A: {knob} = {getattr(config_a, knob)}", f"B: {knob} = {getattr(config_b, knob)}")
 
         def draw(fa, fb):
@@ -477,12 +479,13 @@ def _wire_ab(loaded, shared: RunState, inputs: Inputs, views: Views, results: Re
         async for update in stream(shared, request, [a, b], draw):
             yield update
         fa, fb = a.snapshot(), b.snapshot()
-        meta = run_meta(loaded, prompt, image, thinking, seed)
+        meta = run_meta(runner, prompt, image, thinking, seed)
         history = history.keep(prompt, fa, " A", meta).keep(prompt, fb, " B", meta)
         yield {**draw(fa, fb), results.ab_summary: compare_table(dict(zip(titles, (fa, fb)))),
                shared.history: history, views.picker: picker(history, select=False)}
 
-    ab = with_api_names(ab, "prompt", "image", "thinking", "seed", *KNOB_NAMES, "b_knob", "b_value", "runs")
-    results.ab_go.click(ab, [*inputs.run, results.ab_knob, results.ab_value, shared.history],
+    ab, ab_inputs = named_inputs(ab, {**inputs.run, "b_knob": results.ab_knob, "b_value": results.ab_value,
+                                      "runs": shared.history})
+    results.ab_go.click(ab, ab_inputs,
                         [results.ab_a, results.ab_b, results.ab_summary, shared.history, views.picker], api_name="ab",
                         show_progress="hidden")

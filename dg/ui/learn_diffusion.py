@@ -31,29 +31,29 @@ SEARCH_BUDGET_S = 60.0  # no search run starts after this long (a large model's 
 CPU = "this CPU (measured by dg.bench.sweep)"
 
 
-def build(loaded, shared: RunState, pace: gr.Slider) -> None:
+def build(runner, shared: RunState, pace: gr.Slider) -> None:
     gr.Markdown("## What diffusion can do that AR cannot (report §9)")
     sweep = sweep_plots.load_sweep()
-    _self_correction(loaded, shared, pace)
+    _self_correction(runner, shared, pace)
     _latency_dial(sweep)
     _structured_output(sweep)
-    _roofline(loaded, sweep)
+    _roofline(runner, sweep)
 
 
-def _start(loaded, row, seed) -> tuple[LiveRun, int]:
+def _start(runner, row, seed) -> tuple[LiveRun, int]:
     """One real run of an example row at `seed`, started, and the seed as dg reads it (a ValueError when the
     run cannot be made)."""
     image = str(EXAMPLES_DIR / row.image) if row.image else None
-    inputs, config, seed = prepare_run(loaded, row.prompt, image, row.thinking, seed, {})
-    return LiveRun.of(loaded, "diffusion", inputs, config, seed, label=row.prompt).start(), seed
+    inputs, config, seed = prepare_run(runner, row.prompt, image, row.thinking, seed, {})
+    return LiveRun.of(runner, "diffusion", inputs, config, seed, label=row.prompt).start(), seed
 
 
-def _run(loaded, row, seed: int):
+def _run(runner, row, seed: int):
     """One real run of an example row at `seed`, to its end (a trace, or a ValueError saying why not)."""
-    return _start(loaded, row, seed)[0].result(RUN_TIMEOUT_S, f"the run of {row.prompt!r}")
+    return _start(runner, row, seed)[0].result(RUN_TIMEOUT_S, f"the run of {row.prompt!r}")
 
 
-def _search(loaded, rows) -> tuple:
+def _search(runner, rows) -> tuple:
     """The bounded search: the examples at seeds 0 .. SEARCH_SEEDS − 1, no run started after SEARCH_BUDGET_S;
     (first_with_revision's hit or None, runs tried)."""
     started, tried = time.perf_counter(), []
@@ -64,31 +64,31 @@ def _search(loaded, rows) -> tuple:
                 if time.perf_counter() - started > SEARCH_BUDGET_S:
                     return
                 tried.append(r)
-                yield f"{r.prompt} · seed {s}", _run(loaded, r, s)
+                yield f"{r.prompt} · seed {s}", _run(runner, r, s)
 
     return first_with_revision(runs(), SEARCH_SEEDS * len(rows)), len(tried)
 
 
-def find_and_show(loaded, rows, row, seed) -> tuple[str, str]:
+def find_and_show(runner, rows, row, seed) -> tuple[str, str]:
     """Run `row` at `seed` and show its best revision; when it has none, say so and search the examples.
     (Markdown line, HTML view); a ValueError when a run cannot be made."""
-    return show_found(loaded, rows, _run(loaded, row, seed), seed)
+    return show_found(runner, rows, _run(runner, row, seed), seed)
 
 
-def show_found(loaded, rows, trace, seed) -> tuple[str, str]:
+def show_found(runner, rows, trace, seed) -> tuple[str, str]:
     """`find_and_show` for a run already made."""
     found = find_revisions(trace)
     head = f"**This run** (seed {seed}): {revisions_view.summary(found)}"
     if not found:
-        hit, tried = _search(loaded, rows)
+        hit, tried = _search(runner, rows)
         if hit is None:
             return f"{head} None either in {tried} runs of the shipped examples (seeds 0–{SEARCH_SEEDS - 1}).", ""
         label, trace, found, n = hit
         head += f"\n\nSearching the shipped examples: run {n}, **{label}**: {revisions_view.summary(found)}"
-    return head, revisions_view.revision_html(trace, loaded.tokenizer, best_revision(found))
+    return head, revisions_view.revision_html(trace, runner.tokenizer, best_revision(found))
 
 
-def _self_correction(loaded, shared: RunState, pace: gr.Slider) -> None:
+def _self_correction(runner, shared: RunState, pace: gr.Slider) -> None:
     rows = list(load_rows()["tiny"])
     first = next((r for r in rows if r.thinking), rows[0] if rows else None)  # a trace: the most steps per canvas
     gr.Markdown("### Self-correction: an accepted token, changed later\nThe sampler never freezes a token: one "
@@ -108,20 +108,20 @@ def _self_correction(loaded, shared: RunState, pace: gr.Slider) -> None:
         if step is None:
             return {found_line: f"**This run** (seed {seed}): waiting for its first step…"}
         line = f"**This run** (seed {seed}): running… run step {step + 1} of {len(frame.steps)} so far"
-        return {found_line: line, found_view: render.canvas_html(frame, loaded.tokenizer, step)}
+        return {found_line: line, found_view: render.canvas_html(frame, runner.tokenizer, step)}
 
     async def find(choice, seed, pace_ms=0, request: gr.Request = None):
         row = next((r for r in rows if r.prompt == choice), None)
         with refused_input():
             if row is None:
                 raise ValueError("pick one of the examples")
-            run, seed = _start(loaded, row, seed)
+            run, seed = _start(runner, row, seed)
         async for update in paced_stream(shared, request, run, partial(live, seed), pace_ms):
             yield update
         if run.error:
             raise refusal(run.error)
         # the search, if this run holds no revision, runs more of the model: off the server's event loop
-        line, html = await asyncio.to_thread(partial(show_found, loaded, rows, run.snapshot(), seed))
+        line, html = await asyncio.to_thread(partial(show_found, runner, rows, run.snapshot(), seed))
         yield {found_line: line, found_view: html}
 
     go.click(find, [prompt, seed, pace], [found_line, found_view], api_visibility="private", show_progress="hidden")
@@ -152,14 +152,14 @@ def _devices(sweep: dict) -> dict:
     return {**roofline.DEVICES, CPU: roofline.measured_cpu(**sweep["cpu"], threads=sweep["machine"]["threads"])}
 
 
-def _roofline(loaded, sweep: dict) -> None:
+def _roofline(runner, sweep: dict) -> None:
     gr.Markdown("### Why diffusion is fast: the roofline\nA pass can go no faster than reading its weights at the "
                 "memory bandwidth, nor than its FLOPs at peak. AR reads all its active weights for one token; a "
                 "canvas step reads more (every expert its positions touch) for TPF tokens. No efficiency factor: "
                 "the measured figures show how far each mode runs from its bound (report §1, §6).",
                 elem_id="dg-learn-roofline")
     devices = _devices(sweep)
-    models = {"26B-A4B (release)": roofline.RELEASE, "embedded tiny": roofline.shape_of(loaded.model, "embedded tiny")}
+    models = {"26B-A4B (release)": roofline.RELEASE, "embedded tiny": roofline.shape_of(runner.model, "embedded tiny")}
     tiny_tpf = statistics.fmean(r["caps"][str(max(sweep["caps"]))]["tpf"] for r in sweep["skills"].values())
 
     def draw(model_name, device_name, dtype, canvas, tpf, users, experts):

@@ -29,7 +29,7 @@ NOT_HYBRID = ("The run picked in the Generate tab is no hybrid run. Run the exam
               "(Generate with Mode: hybrid, or a race's hybrid lane).")
 
 
-def build(loaded, shared, generate: GenerateTab) -> None:
+def build(runner, shared, generate: GenerateTab) -> None:
     example = SkillExamples.load().race_example()
     gr.Markdown(INTRO, elem_id="dg-learn-hybrid")
     with gr.Row():
@@ -42,7 +42,7 @@ def build(loaded, shared, generate: GenerateTab) -> None:
         numbers = gr.JSON(label="numbers")
 
     def view(kept, j, live: bool = False):
-        stages = hybrid.verify_round(kept.trace, loaded.tokenizer, j)
+        stages = hybrid.verify_round(kept.trace, runner.tokenizer, j)
         html = "".join(f'<div class="dg-view"><div class="dg-title">{n + 1}. {s["title"]}</div></div>{s["html"]}'
                        for n, s in enumerate(stages))
         rnd = kept.trace.rounds[j]
@@ -78,14 +78,14 @@ def build(loaded, shared, generate: GenerateTab) -> None:
 
     async def run_example(history, pace_ms=0, request: gr.Request = None):
         with refused_input():
-            inputs, config, seed = prepare_run(loaded, example.prompt, None, example.thinking, 0, {})
-        run = LiveRun.of(loaded, "hybrid", inputs, config, seed, label="hybrid").start()
+            inputs, config, seed = prepare_run(runner, example.prompt, None, example.thinking, 0, {})
+        run = LiveRun.of(runner, "hybrid", inputs, config, seed, label="hybrid").start()
         async for update in paced_stream(shared, request, run, live, pace_ms):
             yield update
         if run.error:
             raise refusal(run.error)
         history = history.keep(example.prompt, run.snapshot(), " hybrid",
-                               run_meta(loaded, example.prompt, None, example.thinking, seed))
+                               run_meta(runner, example.prompt, None, example.thinking, seed))
         yield {shared.history: history, generate.picker: picker(history)}
 
     go.click(run_example, [shared.history, generate.pace], [shared.history, generate.picker, title, body, numbers],

@@ -29,12 +29,12 @@ NO_RUN = ("No run yet. Generate one in the **Generate** tab (an example is quick
 NO_STEPS = "The picked run is an AR run: one token per forward, no sampler step to explain. Pick another run."
 
 
-def build(loaded, shared: RunState, generate: GenerateTab) -> None:
-    _forward_process(loaded)
-    _sampler_step(loaded, shared, generate)
-    learn_hybrid.build(loaded, shared, generate)
-    _exports(loaded, shared, generate)
-    learn_diffusion.build(loaded, shared, generate.pace)  # report §9, §1, §6: self-correction, the latency dial, the roofline
+def build(runner, shared: RunState, generate: GenerateTab) -> None:
+    _forward_process(runner)
+    _sampler_step(runner, shared, generate)
+    learn_hybrid.build(runner, shared, generate)
+    _exports(runner, shared, generate)
+    learn_diffusion.build(runner, shared, generate.pace)  # report §9, §1, §6: self-correction, the latency dial, the roofline
 
 
 def vaguer(prompt: str) -> str:
@@ -44,15 +44,15 @@ def vaguer(prompt: str) -> str:
     return head.rstrip(" ,.") + "." if tail else prompt
 
 
-def _forward_process(loaded) -> None:
+def _forward_process(runner) -> None:
     """Noise an answer at level t; ask the model for one prediction from that noisy canvas."""
-    tok = loaded.tokenizer
+    tok = runner.tokenizer
     gr.Markdown("### Forward process: noise an answer\nTraining corrupts each canvas token, independently with "
                 "probability *t*, into a uniform random token: no mask token (report §3.1). The prompt below says "
                 "less than the answer, so the model has to read the rest off the canvas: raise *t* and fewer tokens "
                 "come back. (Given the story's full example prompt, the embedded model writes this answer from the "
                 "prompt alone, whatever the noise.)")
-    vocab, canvas_length = loaded.model.config.text_config.vocab_size, loaded.model.config.canvas_length
+    vocab, canvas_length = runner.model.config.text_config.vocab_size, runner.model.config.canvas_length
 
     def noised(sentence, t, seed) -> tuple[list, list, list]:
         with refused_input():  # typed control tokens stay text; a seed is checked as Generate checks it
@@ -68,7 +68,7 @@ def _forward_process(loaded) -> None:
     def ask(prompt, sentence, t, seed):
         clean, noisy, _ = noised(sentence, t, seed)  # the canvas drawn above: same seed, same noise
         with refused_input():
-            out = loaded.denoise(prompt, noisy)
+            out = runner.denoise(prompt, noisy)
         right = [a == c for a, c in zip(out["argmax"], clean)]
         return (f"<p>One decoder pass at τ = {out['temperature']:.2f}, no self-conditioning (as step 1): the argmax "
                 f"recovers {sum(right)}/{len(clean)} tokens (green).</p>"
@@ -91,7 +91,7 @@ def _forward_process(loaded) -> None:
     go.click(ask, [prompt, sentence, t, seed], prediction, api_name="denoise")
 
 
-def _sampler_step(loaded, shared: RunState, generate: GenerateTab) -> None:
+def _sampler_step(runner, shared: RunState, generate: GenerateTab) -> None:
     """The six stages of a step of the run picked in the Generate tab, as pictures with that step's numbers.
 
     A newly picked run opens at an instructive step (some positions accepted, others renoised), not at
@@ -107,7 +107,7 @@ def _sampler_step(loaded, shared: RunState, generate: GenerateTab) -> None:
         numbers = gr.JSON(label="numbers")
 
     def stage_view(trace, label, index, stage):
-        s = {s["stage"]: s for s in walkthrough.walkthrough(trace, loaded.tokenizer, index)}[stage]
+        s = {s["stage"]: s for s in walkthrough.walkthrough(trace, runner.tokenizer, index)}[stage]
         rec = trace.steps[index]
         head = (f"**{label}** · run step {index + 1} of {len(trace.steps)} (canvas {rec.canvas + 1}, step {rec.step}) · "
                 f"**{s['title']}**")
@@ -146,7 +146,7 @@ def _sampler_step(loaded, shared: RunState, generate: GenerateTab) -> None:
 PICKED_JS = "(label, said) => label ? `The selected run: **${label}**.` : said"
 
 
-def _exports(loaded, shared: RunState, generate: GenerateTab) -> None:
+def _exports(runner, shared: RunState, generate: GenerateTab) -> None:
     gr.Markdown("### Export the selected run\nEach file records the prompt, seed, model and every setting.")
     go = gr.Button("Export trace JSON, animated GIF and HTML replay")
     message = gr.Markdown(elem_id="dg-export-message")
@@ -159,8 +159,8 @@ def _exports(loaded, shared: RunState, generate: GenerateTab) -> None:
             return "Nothing to export yet: generate a run in the Generate tab first.", None, None, None
         folder, trace, meta = scratch_dir(), kept.trace, kept.meta
         return (f"Exported **{kept.label}**.", str(export.trace_json(trace, folder / "trace.json", meta)),
-                str(export.trace_gif(trace, loaded.tokenizer, folder / "run.gif", meta=meta)),
-                str(export.trace_html(trace, loaded.tokenizer, folder / "replay.html", meta=meta)))
+                str(export.trace_gif(trace, runner.tokenizer, folder / "run.gif", meta=meta)),
+                str(export.trace_html(trace, runner.tokenizer, folder / "replay.html", meta=meta)))
 
     go.click(export_run, [shared.history, generate.picker], [message, *files], api_name="export")
     # in the page, as the pick happens: a reply from the server could land after a later export's message

@@ -15,7 +15,7 @@ under its heading once it has finished. Slow motion replays the race as it ran, 
 import gradio as gr
 
 from dg.engine import race
-from dg.ui.common import KNOB_NAMES, RunState, picker, prepare, refused_input, slowed_stream, with_api_names
+from dg.ui.common import RunState, named_inputs, picker, prepare, refused_input, slowed_stream
 from dg.examples import SkillExamples
 from dg.ui.generate_tab import GenerateTab, run_meta
 from dg.ui.pace import MAX_SLOW_MOTION, SlowMotion
@@ -29,9 +29,6 @@ EXPLAINER = ("The three lanes start together on the same prompt with the Generat
 HYBRID = "Hybrid: the sampler drafts, AR verifies"
 
 
-LANES = ("diffusion", "AR", "hybrid")
-
-
 def _lane(name: str, title: str) -> tuple:
     """One lane's heading, its ✓/✗, canvas, stats table and text."""
     gr.Markdown(f"### {title}")
@@ -39,9 +36,9 @@ def _lane(name: str, title: str) -> tuple:
     return mark, gr.HTML([], html_template=render.PARTS_TEMPLATE), gr.Markdown(), gr.HTML()
 
 
-def build(loaded, shared: RunState, generate: GenerateTab, ar_model=None) -> None:
+def build(runner, shared: RunState, generate: GenerateTab, ar_model=None) -> None:
     """Prompt row, the three lanes side by side, then the result line and the chart."""
-    tok = loaded.tokenizer
+    tok = runner.tokenizer
     reference = SkillExamples.load()
     example = reference.race_example()
     ar_name = f"AR: {ar_model.source} via generate()" if ar_model else "AR: same weights, one token per forward"
@@ -57,7 +54,7 @@ def build(loaded, shared: RunState, generate: GenerateTab, ar_model=None) -> Non
     status = gr.Markdown(elem_id="dg-race-status")
     with gr.Row():
         lane_views = []
-        for name, title in zip(LANES, ("Diffusion: entropy-bound sampler", ar_name, hybrid_name)):
+        for name, title in zip(race.LANES, ("Diffusion: entropy-bound sampler", ar_name, hybrid_name)):
             with gr.Column(min_width=300):
                 lane_views.append(_lane(name, title))
     marks = [views[0] for views in lane_views]
@@ -77,12 +74,12 @@ def build(loaded, shared: RunState, generate: GenerateTab, ar_model=None) -> Non
 
     async def run_race(prompt, thinking, seed, *rest, request=None):
         *knobs, slow_motion, history = rest
-        inputs, config, seed = prepare(loaded, prompt, None, thinking, seed, knobs)
+        inputs, config, seed = prepare(runner, prompt, None, thinking, seed, knobs)
         with refused_input():
             motion = SlowMotion(slow_motion if slow_motion is not None else 1)
         # the last race's result and marks go before this one runs
         yield {chart: None, result: "", status: "racing…", **dict.fromkeys(marks, "")}
-        contest = race.start_race(loaded, prompt, inputs=inputs, thinking=bool(thinking), config=config, seed=seed,
+        contest = race.start_race(runner, prompt, inputs=inputs, thinking=bool(thinking), config=config, seed=seed,
                                   ar_model=ar_model)
         tokenizers = {"diffusion": tok, "AR": contest.ar_tokenizer, "hybrid": tok}
         checked = {}  # each lane's check, made once when it has finished
@@ -94,20 +91,21 @@ def build(loaded, shared: RunState, generate: GenerateTab, ar_model=None) -> Non
             return checked
 
         def draw(*frames):
-            traces = dict(zip(LANES, frames))
+            traces = dict(zip(race.LANES, frames))
             return lanes(traces, tokenizers, checks(traces), motion)
 
         async for update in slowed_stream(shared, request, list(contest.lanes.values()), draw, motion):
             yield update
         d, a, h = (lane.snapshot() for lane in contest.lanes.values())
-        traces = dict(zip(LANES, (d, a, h)))
-        meta = run_meta(loaded, prompt, None, thinking, seed)
+        traces = dict(zip(race.LANES, (d, a, h)))
+        meta = run_meta(runner, prompt, None, thinking, seed)
         history = history.keep(prompt, d, " race", meta).keep(prompt, h, " race hybrid", meta)
         yield {**draw(d, a, h), chart: plots.race_chart(traces), shared.history: history,
                result: tables.verdict(traces, checks(traces)), generate.picker: picker(history, select=False)}
 
-    run_race = with_api_names(run_race, "prompt", "thinking", "seed", *KNOB_NAMES, "slow_motion", "runs")
-    go.click(run_race, [prompt, thinking, generate.settings.seed, *generate.settings.knobs, slow, shared.history],
+    run_race, race_inputs = named_inputs(run_race, {"prompt": prompt, "thinking": thinking, **generate.settings.named,
+                                                    "slow_motion": slow, "runs": shared.history})
+    go.click(run_race, race_inputs,
              [*(view for views in lane_views for view in views), status, chart, result, shared.history,
               generate.picker], api_name="race", show_progress="hidden")
     stop.click(shared.stop, None, status, queue=False, api_visibility="private")

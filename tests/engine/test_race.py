@@ -95,6 +95,16 @@ def test_a_separate_ar_model_races_through_generate_and_hybrid_stays_on_the_diff
     assert tables.side_stats(a)["forward passes"] == len(a.tokens) and d.done
 
 
+def test_a_separate_ar_model_gets_the_chat_turn_the_diffusion_model_gets_through_its_own_template(loaded,
+                                                                                                  ar_model_dir):
+    ar_model = load_ar_model(str(ar_model_dir))  # its tokenizer carries the tiny model's chat template
+    for thinking in (False, True):
+        ours = build_inputs(loaded.processor, PROMPT, thinking=thinking)
+        theirs = ar_model.inputs(PROMPT, thinking)
+        assert theirs["input_ids"].tolist() == ours["input_ids"].tolist()
+        assert set(theirs) == {"input_ids", "attention_mask"}  # a bare tokenizer: text only
+
+
 def test_every_lane_counts_tokens_the_same_way_pad_is_never_output(loaded, config):
     d, a, h = finish(race.start_race(loaded, PROMPT, config=config, seed=0))
     pad = loaded.pad_token_id

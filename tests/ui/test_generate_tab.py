@@ -89,10 +89,10 @@ def labels(demo) -> list[str]:
 
 
 def test_the_released_models_examples_show_and_on_the_embedded_model_say_its_reply_has_no_meaning(loaded):
-    assert not generate_tab.is_embedded(loaded)
+    assert not loaded.embedded
     assert any(label == "General (for the released model)" for label in labels(build_app(loaded)))
     embedded = dataclasses.replace(loaded, source=str(EMBEDDED_MODEL))
-    assert generate_tab.is_embedded(embedded)
+    assert embedded.embedded
     assert any("released model" in label and "no meaning" in label for label in labels(build_app(embedded)))
 
 
@@ -128,16 +128,17 @@ def test_ar_mode_streams_one_token_per_forward_and_its_run_replays_without_an_er
 
 
 def test_a_reply_of_the_embedded_model_outside_its_skills_gets_the_note_and_a_skill_prompt_or_another_model_not(
-        diffusion_trace, processor):
+        diffusion_trace, loaded):
     from dg.ui.kept import History
 
-    def text(prompt, model):
-        kept = History().keep(prompt, diffusion_trace, meta={"model": model, "image": None}).run(None)
-        return generate_tab.text_and_check(kept, processor.tokenizer, SkillExamples.load())
+    def text(prompt, source):
+        kept = History().keep(prompt, diffusion_trace, meta={"image": None}).run(None)
+        runner = dataclasses.replace(loaded, source=source)
+        return generate_tab.text_and_check(kept, runner, SkillExamples.load())
 
-    assert "no meaning" in text("Why is the sky blue?", EMBEDDED_MODEL.name)
-    assert "no meaning" not in text("Compute 2487 + 3356.", EMBEDDED_MODEL.name)  # a sum of its own: a skill
-    assert "no meaning" not in text("Why is the sky blue?", "diffusiongemma-26B-A4B-it")
+    assert "no meaning" in text("Why is the sky blue?", str(EMBEDDED_MODEL))
+    assert "no meaning" not in text("Compute 2487 + 3356.", str(EMBEDDED_MODEL))  # a sum of its own: a skill
+    assert "no meaning" not in text("Why is the sky blue?", "google/diffusiongemma-26B-A4B-it")
 
 
 def test_the_run_picker_has_one_listener_to_its_change_that_answers_every_view_that_follows_it(loaded):
