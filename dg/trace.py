@@ -251,9 +251,6 @@ class Trace:
     def to_dict(self) -> dict:
         return {"records": [record_to_dict(r) for r in self.records], "metrics": self.metrics()}
 
-    def to_json(self, **kwargs) -> str:
-        return json.dumps(self.to_dict(), **kwargs)
-
     @classmethod
     def from_dict(cls, data: dict) -> "Trace":
         trace = cls()
