@@ -10,6 +10,8 @@ FLOPs / its measured time); the second figure is the tokens/s bound of both mode
 
 from dataclasses import dataclass, replace
 
+import math
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -87,12 +89,15 @@ def roofline_figure(setting: Setting, measured: list[Measured] = ()) -> go.Figur
                    height=520, margin=dict(b=170))
 
 
-def _users_line(fig: go.Figure, users: int, text: str, dash: str, color: str, end: str) -> None:
+def _users_line(fig: go.Figure, users: int, text: str, dash: str, color: str, end: str, span: list) -> None:
     """A vertical line at `users` (data units: plotly places a shape on a log axis by its value), labelled at its
-    top ("end") or bottom ("start") end, the label part of the shape so it sits on the line."""
+    top ("end") or bottom ("start") end, the label part of the shape so it sits on the line: on the line's right
+    in the left half of the axis `span` (log10 units), on its left in the right half, so it is never cut."""
+    right_half = math.log10(users) > (span[0] + span[1]) / 2
     fig.add_shape(type="line", x0=users, x1=users, xref="x", y0=0, y1=1, yref="y domain",
                   line=dict(dash=dash, color=color, width=2),
-                  label=dict(text=text, textposition=end, textangle=0, xanchor="left", font=dict(color=color)))
+                  label=dict(text=text, textposition=end, textangle=0, xanchor="right" if right_half else "left",
+                             font=dict(color=color)))
 
 
 def users_figure(setting: Setting, report_crossover: int | None = None, most: int = 512) -> go.Figure:
@@ -105,11 +110,13 @@ def users_figure(setting: Setting, report_crossover: int | None = None, most: in
                                 name=f"diffusion bound (TPF {setting.tpf:g})")])
     cross = roofline.crossover_users(setting.model, setting.device, setting.dtype, setting.tpf, most,
                                      canvas=setting.canvas, experts_per_canvas=setting.experts_per_canvas)
+    x_axis = log_axis(users[0], users[-1])
     if cross:
-        _users_line(fig, cross, f"bounds cross at {cross} users", "dot", INK, "end")
+        _users_line(fig, cross, f"bounds cross at {cross} users", "dot", INK, "end", x_axis["range"])
     if report_crossover:
-        _users_line(fig, report_crossover, f"report, measured: {report_crossover}", "dash", REPORT_COLOR, "start")
-    fig.update_xaxes(title_text="concurrent users", **log_axis(users[0], users[-1]))
+        _users_line(fig, report_crossover, f"report, measured: {report_crossover}", "dash", REPORT_COLOR, "start",
+                    x_axis["range"])
+    fig.update_xaxes(title_text="concurrent users", **x_axis)
     fig.update_yaxes(title_text="tokens/s, all users (bound)", **log_axis(*data_span(fig, "y")))
     return _styled(fig, "Throughput bound against concurrency", height=380)
 

@@ -77,6 +77,29 @@ def page(tmp_path):
             context.close()
 
 
+# Every text of every shown plotly chart (titles, ticks, legends, marker labels) whose box leaves its chart's: a
+# label cut at the chart's edge, with how far past the left and right edges it reaches.
+CUT_TEXTS = """() => {
+  const cut = [];
+  for (const plot of document.querySelectorAll('.js-plotly-plot')) {
+    if (!plot.offsetParent) continue;  // in a hidden tab or a folded accordion
+    const box = plot.querySelector('.main-svg').getBoundingClientRect();
+    for (const text of plot.querySelectorAll('text')) {
+      const r = text.getBoundingClientRect();
+      if (!text.textContent.trim() || r.width === 0) continue;
+      if (r.left < box.left - 1 || r.right > box.right + 1 || r.top < box.top - 1 || r.bottom > box.bottom + 1)
+        cut.push([text.textContent, Math.round(box.left - r.left), Math.round(r.right - box.right)]);
+    }
+  }
+  return cut;
+}"""
+
+
+def cut_texts(page) -> list:
+    """The chart texts the page cuts at a chart's edge (CUT_TEXTS)."""
+    return page.evaluate(CUT_TEXTS)
+
+
 def error_toasts(page) -> list:
     return [text for kind, text in page.evaluate("() => window.__toasts") if "error" in kind.lower()
             or text.startswith("Error")]
@@ -215,6 +238,8 @@ def test_a_presenters_session_shows_no_error_and_every_answer_reads_off_the_canv
     assert "Speed (effective tok/s): diffusion" in line and "hybrid" in line and "Reference answer" in line, line
     assert re.search(r"AR ([✓✗]), hybrid \1", line), line  # hybrid's tokens are AR's: both right or both wrong
     assert "diffusion ✗, AR ✓, hybrid ✓" in line, line  # the default sum: diffusion errs at seed 0, AR does not
+    page.locator(".js-plotly-plot", has_text="Tokens vs wall time:").wait_for(timeout=15_000)
+    assert cut_texts(page) == []  # the race's chart: no label cut at its edge
     page.screenshot(path=str(artifacts / "06-race.png"), full_page=True)
 
     # the Learn walkthrough of the newest Generate run, as pictures; then an export of it

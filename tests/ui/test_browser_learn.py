@@ -1,6 +1,6 @@
 """Learn's "What diffusion can do" in a real Chromium: a self-correction found in a real run (which plays on its
 canvas at Generate's Pace first), the latency dial,
-structured output and the roofline redrawn by a control; no error toast; a screenshot of each section goes to
+structured output and the roofline redrawn by a control; no chart text cut at its chart's edge, no error toast; a screenshot of each section goes to
 $DG_TEST_ARTIFACTS/browser/ (default runs/test-artifacts/browser/).
 
     python -m pytest tests/ui/test_browser_learn.py -m browser -q
@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from tests.ui.test_browser import WATCH_TOASTS, artifacts, error_toasts, page, url  # noqa: F401  (fixtures)
+from tests.ui.test_browser import WATCH_TOASTS, artifacts, cut_texts, error_toasts, page, url  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.browser
 # Each text the self-correction line shows while its run plays, with the number of canvas cells drawn beside it.
@@ -64,4 +64,5 @@ def test_each_learn_section_shows_real_numbers_and_the_roofline_redraws(page, ur
     users.press("Enter")
     table.get_by_text("64 user(s)").wait_for(timeout=30_000)
     _shot(page, SECTIONS["roofline"], artifacts / "learn-4-roofline.png")
+    assert cut_texts(page) == []  # every chart of the tab: no label, tick or title cut at its edge
     assert error_toasts(page) == []

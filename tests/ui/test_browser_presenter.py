@@ -20,7 +20,7 @@ from dg.loading import EMBEDDED_MODEL
 from dg.ui.common import LIVE_INFO
 from dg.ui.race_tab import HYBRID
 from dg.view.theme import mode_states
-from tests.ui.test_browser import DONE, WATCH_TOASTS, error_toasts, page, url  # noqa: F401  (fixtures)
+from tests.ui.test_browser import DONE, WATCH_TOASTS, cut_texts, error_toasts, page, url  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.browser
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "assets" / "screenshots"
@@ -160,6 +160,8 @@ def test_the_header_names_the_model_and_each_tab_reads_on_the_first_screen(page,
     for lane in ("Diffusion: entropy-bound sampler", "AR: same weights, one token per forward", HYBRID):
         heading = page.get_by_role("heading", name=lane).bounding_box()
         assert heading is not None and heading["y"] + heading["height"] <= height, lane  # the lanes start on screen
+    page.locator(".js-plotly-plot", has_text="Tokens vs wall time:").wait_for(timeout=15_000)
+    assert cut_texts(page) == []  # the race's chart at a laptop's width: no label cut at its edge
     shot(page, "race.png")
 
     page.get_by_role("tab", name="Learn").click()

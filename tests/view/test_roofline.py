@@ -1,5 +1,7 @@
 """The roofline's figures and table: the bounds of dg.roofline drawn, the measured figures as fractions."""
 
+import math
+
 import pytest
 
 from dg import roofline
@@ -49,6 +51,9 @@ def test_the_crossover_markers_stand_where_the_bounds_cross_and_at_the_reports_3
         assert shape.xref == "x" and shape.x0 == shape.x1 == users  # data units: plotly's convention for shapes
     lo, hi = (10 ** end for end in fig.layout.xaxis.range)  # an axis range on a log axis is in log10 units
     assert lo < 32 < cross < hi
+    middle = (fig.layout.xaxis.range[0] + fig.layout.xaxis.range[1]) / 2  # each label reaches into the plot
+    assert lines[f"bounds cross at {cross} users"].label.xanchor == ("right" if math.log10(cross) > middle else "left")
+    assert lines["report, measured: 32"].label.xanchor == ("right" if math.log10(32) > middle else "left")
     ar, diffusion = fig.data[0], fig.data[1]
     below = [u for u, a, d in zip(ar.x, ar.y, diffusion.y) if a < d]
     assert max(below) < cross <= min(u for u, a, d in zip(ar.x, ar.y, diffusion.y) if a >= d)  # the curves cross
