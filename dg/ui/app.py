@@ -45,6 +45,41 @@ PRESENTER_JS = """(on) => {
 }"""
 
 
+# Gradio's slider sets a typed number outside its range to the nearest end without a word: this says so under
+# the slider, in one line naming the value and the range, and shows the end it took in the box (the value a run
+# then reads); the line goes when the box is typed in again or the slider moves.
+RANGE_JS = """() => {
+  if (window.__dgRange) return;
+  window.__dgRange = true;
+  const check = (box) => {
+    const block = box.closest('.block');
+    const range = block && block.querySelector('input[type=range]');
+    if (!range || box.value === '') return;
+    const lo = Number(range.min), hi = Number(range.max), typed = Number(box.value);
+    if (typed >= lo && typed <= hi) return;
+    let note = block.querySelector('.dg-range-note');
+    if (!note) {
+      note = document.createElement('div');
+      note.className = 'dg-range-note dg-warn';
+      block.appendChild(note);
+    }
+    const label = block.querySelector('[data-testid="block-info"]');
+    const name = label ? label.innerText.trim() : 'this setting';
+    const end = typed > hi ? hi : lo;
+    note.textContent = `${name}: ${box.value} is outside ${lo}–${hi}; it is set to ${end}`;
+    box.value = end;
+  };
+  const typed = (e) => e.target.matches && e.target.matches('input[type=number]');
+  document.addEventListener('change', (e) => { if (typed(e)) check(e.target); }, true);
+  document.addEventListener('keydown', (e) => { if (e.key === 'Enter' && typed(e)) check(e.target); }, true);
+  document.addEventListener('input', (e) => {  // the box typed in again, or the slider moved: the line goes
+    const block = e.target.closest && e.target.closest('.block');
+    const note = block && block.querySelector('.dg-range-note');
+    if (note) note.remove();
+  }, true);
+}"""
+
+
 def header(runner) -> str:
     """The model's title line with the checkpoint by its name: a hub id as it is, a local folder by its own name
     (the page never shows a path on the server's disk)."""
@@ -66,6 +101,7 @@ def build_app(runner, ar_model=None, concurrency: int = 64) -> gr.Blocks:
             presenter = gr.Checkbox(label="Presenter view", info="full-width canvas, large cells, for a room",
                                     scale=0, min_width=220)
         presenter.change(None, presenter, None, js=PRESENTER_JS)
+        demo.load(None, js=RANGE_JS)
         shared = RunState.create()  # this session's finished runs, for the replay; every session's live runs
         with gr.Tab("Generate"):
             generate = generate_tab.build(runner, shared)
