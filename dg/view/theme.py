@@ -94,6 +94,7 @@ CSS = """<style>
 .dg-cell.dg-free{border-style:dotted}
 .dg-cell.dg-blank{border-style:dotted;border-color:#94a3b8;color:#94a3b8}
 .dg-sp{opacity:.4}
+input[role=combobox]{padding-right:26px!important;text-overflow:ellipsis}  /* a long run label stops short of the arrow */
 .dg-committed-rows{margin-bottom:8px;opacity:.85}
 .dg-crow{margin:2px 0;line-height:1.7}
 .dg-clabel{font-size:11px;opacity:.75;margin-right:6px}

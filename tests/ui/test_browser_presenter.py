@@ -47,6 +47,13 @@ BOXES = """() => Object.fromEntries(['dg-canvas', 'dg-status', 'dg-go', 'dg-prom
 # The run picker's value, and whether the replay slider is held (not draggable).
 PICKED = """() => [document.querySelector("#dg-run-picker input").value,
                  document.querySelector("#dg-replay input[type=range]").disabled]"""
+# The run picker's text box ends (its right edge less its right padding) and where its arrow begins.
+PICKER_TEXT_END = """() => {
+  const input = document.querySelector('#dg-run-picker input');
+  const pad = parseFloat(getComputedStyle(input).paddingRight);
+  return [input.getBoundingClientRect().right - pad,
+          document.querySelector('#dg-run-picker .icon-wrap').getBoundingClientRect().left];
+}"""
 LEGEND = "() => [...document.querySelectorAll('#dg-legend .dg-li')].map(e => e.dataset.state)"
 
 
@@ -107,6 +114,8 @@ def test_after_generate_the_canvas_and_a_large_status_line_are_on_the_first_scre
     assert status.startswith("Done"), status
     picked, held = page.evaluate(PICKED)
     assert picked.startswith("#1 ") and not held, picked  # the run is kept, picked and open for replay
+    text_end, arrow = page.evaluate(PICKER_TEXT_END)
+    assert text_end <= arrow, (text_end, arrow)  # a long run label stops short of the picker's arrow
 
     box, height = page.evaluate(BOXES), page.evaluate("() => window.innerHeight")
     print(f"{size[0]}x{size[1]}: canvas top {box['dg-canvas']['top']:.0f}, status top {box['dg-status']['top']:.0f}"
