@@ -14,8 +14,10 @@ this Python lacks is not run, and one line says what to carry):
 3. `sampler`: DiffusionGemma 26B-A4B, random weights (`dg.bench.device`), 12 steps per canvas: tokens/s,
    ms per step, and the step split into decoder forward / sampling / recording; AR on the same weights;
 4. `graphs`: the same model again, ms per decoder step (with self-conditioning) and per AR token on the eager
-   path and on the graphed one (dg.graphs: one CUDA graph per pass shape, capture timed apart as the first
-   pass), side by side (dg.bench.graphs), each as a fraction of its bandwidth/compute bound (dg.roofline);
+   path, the graphed one (dg.graphs: one CUDA graph per pass shape, capture timed apart as the first pass) and
+   the fused one (the graphed passes with every RMSNorm on dg's Triton kernel; not in a smoke check, where the
+   kernel would run in Triton's interpreter), side by side (dg.bench.graphs), each as a fraction of its
+   bandwidth/compute bound (dg.roofline);
 5. `hybrid`: the same model again, hybrid decoding's tokens/s beside AR's and diffusion's (random drafts rarely
    agree with AR: about one token a round, so it measures the cost of a round at full size);
 6. `replicas`: one Ray Serve replica of the embedded model per visible GPU, a run on each
@@ -225,7 +227,7 @@ def graphs_part(plan: CheckPlan, device) -> tuple[dict, str | None]:
     path runs its buffers eagerly), each pass as a fraction of its roofline bound when the device is known."""
     from dg import roofline
     from dg.bench.device import _text_id_limit, materialise, release_config
-    from dg.bench.graphs import compare_paths
+    from dg.bench.graphs import compare_paths, default_paths
 
     if plan.smoke:
         from dg.testing import tiny_config
@@ -236,7 +238,8 @@ def graphs_part(plan: CheckPlan, device) -> tuple[dict, str | None]:
     model = materialise(config, device, dtype)
     ids = torch.randint(3, _text_id_limit(model.config), (1, plan.prompt_length),
                         generator=torch.Generator().manual_seed(0)).to(device)
-    result = compare_paths(model, {"input_ids": ids}, plan.steps_per_canvas, plan.ar_tokens, plan.graph_repeats)
+    paths = ("eager", "graphs") if plan.smoke else default_paths(device)  # interpreted kernels: minutes a pass
+    result = compare_paths(model, {"input_ids": ids}, plan.steps_per_canvas, plan.ar_tokens, plan.graph_repeats, paths)
     known = roofline_device(device)
     if known is not None and not plan.smoke:
         step = roofline.canvas_step(roofline.RELEASE, known, "bf16")
@@ -244,9 +247,9 @@ def graphs_part(plan: CheckPlan, device) -> tuple[dict, str | None]:
         result["roofline"] = {"device": known.name, "step_bound_ms": step.seconds * 1e3,
                               "token_bound_ms": token.seconds * 1e3,
                               **{f"{path}_step_fraction": roofline.fraction(result[f"{path}_step_ms"] / 1e3, step)
-                                 for path in ("eager", "graphs")},
+                                 for path in paths},
                               **{f"{path}_token_fraction": roofline.fraction(result[f"{path}_token_ms"] / 1e3, token)
-                                 for path in ("eager", "graphs")}}
+                                 for path in paths}}
     bad = [what for what, ok in (("decoder argmax", result["same_decoder_argmax"]),
                                  ("AR tokens", result["same_ar_tokens"])) if not ok]
     # on random weights in bf16 a near-tie may flip between cache layouts: reported, failed only in float32
@@ -411,7 +414,12 @@ def describe(name: str, result: dict) -> list[str]:
                 f"AR token: eager {fmt(result['eager_token_ms'])} ms{share('eager', 'token')}, graphs "
                 f"{fmt(result['graphs_token_ms'])} ms{share('graphs', 'token')}; {fmt(result['token_eager_vs_graphs'])}x",
                 f"same AR tokens: {result['same_ar_tokens']}, same decoder argmax: {result['same_decoder_argmax']}, "
-                f"largest logit difference {fmt(result['max_logit_difference'], '.3g')}"]
+                f"largest logit difference {fmt(result['max_logit_difference'], '.3g')}"] + ([
+                f"fused: decoder step {fmt(result['fused_step_ms'])} ms{share('fused', 'step')}, "
+                f"{fmt(result['step_graphs_vs_fused'])}x graphs; AR token {fmt(result['fused_token_ms'])} ms"
+                f"{share('fused', 'token')}, {fmt(result['token_graphs_vs_fused'])}x graphs; same AR tokens as eager: "
+                f"{result['fused_same_ar_tokens']} (up to rounding), largest logit difference "
+                f"{fmt(result['fused_max_logit_difference'], '.3g')}"] if "fused" in result["paths"] else [])
     lines = [f"{r['backend']} sampling, {r['fast_paths']}: {fmt(r['tps'], '.4g')} tok/s, {fmt(r['ms_per_step'])} "
              f"ms/step (warm-up {fmt(r['warm_up_s'])} s)" + ("; split (ms): " + ", ".join(
                  f"{phase} {fmt(ms)}" for phase, ms in r["split_ms_per_step"].items()) if "split_ms_per_step" in r else "")

@@ -1,19 +1,26 @@
-"""Eager vs graphed passes side by side: ms per decoder step and per AR token (dg.paths "eager" vs "graphs").
+"""Eager, graphed and fused passes side by side: ms per decoder step and per AR token (dg.paths "eager",
+"graphs" and, where Triton runs, "fused": the graphed passes with every RMSNorm on dg's kernel).
 
 One prompt, each path in turn for `--repeats` rounds (the order alternating): a prefill, then `--steps` decoder
 passes over one canvas with self-conditioning from the step before (sampling left out: it is the same on both
 paths), then `--tokens` greedy AR tokens (encoder pass + lm_head + argmax). The first pass of each shape is
-timed apart: on CUDA the graphed path captures its graph there. Medians, the ratios eager / graphs measured in
-the same run, and whether the paths agree (AR tokens equal, decoder argmax equal, largest logit difference).
+timed apart: on CUDA the graphed path captures its graph there. The fused path runs on the same model, its
+norms swapped in for its rounds and out after them, with graphs of its own (captured with the kernel in them).
+Medians, the ratios eager / graphs and graphs / fused measured in the same run, and whether the paths agree
+with eager (AR tokens equal, decoder argmax equal, largest logit difference; the fused path's float32 sums run
+in another order, so it agrees up to rounding).
 On a CPU the graphed path calls the same buffers eagerly: its ratio there is the cost of its buffer and mask
 writes and of its full-length sliding layers, not of graphs. One JSON line at the end.
 
     python -m dg.bench.graphs --device cuda --steps 32 --tokens 64 --repeats 3
+    TRITON_INTERPRET=1 python -m dg.bench.graphs --paths eager graphs fused --steps 2 --tokens 4 --repeats 1  # CPU
 """
 
 import argparse
 import json
+import os
 import statistics
+from contextlib import contextmanager
 
 import torch
 
@@ -25,7 +32,36 @@ from dg.passes import split_inputs
 from dg.paths import open_passes
 from dg.prompts import build_inputs
 
-PATHS = ("eager", "graphs")
+PATHS = ("eager", "graphs", "fused")
+
+
+def default_paths(device) -> tuple:
+    """Every path where Triton's kernels run (CUDA, or its interpreter on a CPU), else eager and graphs."""
+    runs_triton = torch.device(device).type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
+    return PATHS if runs_triton else PATHS[:2]
+
+
+@contextmanager
+def passes_path(model, path: str):
+    """The dg.paths path a round opens on `model`: "fused" is the graphed path with the norms fused for the
+    round, and a pool of graphed passes of its own (graphs captured with the kernel), both put back after it."""
+    if path != "fused":
+        yield path
+        return
+    from dg.kernels.fused_norms import fuse_norms, unfuse_norms
+
+    pools = model.__dict__
+    graphed = pools.pop("dg_graphed_passes", None)  # the graphs path's captures stay its own
+    if "dg_fused_graphed_passes" in pools:
+        pools["dg_graphed_passes"] = pools.pop("dg_fused_graphed_passes")
+    fuse_norms(model)
+    try:
+        yield "graphs"
+    finally:
+        unfuse_norms(model)
+        pools["dg_fused_graphed_passes"] = pools.pop("dg_graphed_passes", {})
+        if graphed is not None:
+            pools["dg_graphed_passes"] = graphed
 
 
 def one_round(model, inputs: dict, path: str, steps: int, tokens: int) -> dict:
@@ -35,7 +71,8 @@ def one_round(model, inputs: dict, path: str, steps: int, tokens: int) -> dict:
     embed_dtype = model.model.decoder.embed_tokens.weight.dtype
     canvas = torch.randint(0, model.config.text_config.vocab_size, (1, length),
                            generator=torch.Generator().manual_seed(0)).to(device)
-    with torch.no_grad(), open_passes(model, path, ids.shape[1] + max(tokens, length)) as passes:
+    with torch.no_grad(), passes_path(model, path) as opened, \
+            open_passes(model, opened, ids.shape[1] + max(tokens, length)) as passes:
         hidden = passes.prefill(ids, extra)
         logits, first_step = timed(lambda: passes.decode(canvas, None), device)
 
@@ -61,31 +98,47 @@ def one_round(model, inputs: dict, path: str, steps: int, tokens: int) -> dict:
             "logits": logits.float().cpu(), "ar_ids": ar_ids}
 
 
-def measure(loaded, steps: int, tokens: int, repeats: int) -> dict:
+def measure(loaded, steps: int, tokens: int, repeats: int, paths: tuple = ("eager", "graphs")) -> dict:
     """`compare_paths` on the first bench prompt, built with the checkpoint's processor."""
     p = bench_prompts()[0]
     inputs = build_inputs(loaded.processor, p["text"], thinking=p["thinking"], device=loaded.model.device)
-    return compare_paths(loaded.model, inputs, steps, tokens, repeats)
+    return compare_paths(loaded.model, inputs, steps, tokens, repeats, paths)
 
 
-def compare_paths(model, inputs: dict, steps: int, tokens: int, repeats: int) -> dict:
-    """Medians over repeats of each path's times, the eager / graphs ratios, and the paths' agreement."""
-    rounds = {path: [] for path in PATHS}
+def compare_paths(model, inputs: dict, steps: int, tokens: int, repeats: int,
+                  paths: tuple = ("eager", "graphs")) -> dict:
+    """Medians over repeats of each path's times, the eager / graphs (and graphs / fused) ratios, and each path's
+    agreement with eager."""
+    if paths[:2] != ("eager", "graphs") or not set(paths) <= set(PATHS):
+        raise ValueError(f"paths must be eager, graphs, then optionally fused; got {', '.join(paths)}")
+    rounds = {path: [] for path in paths}
     for r in range(repeats):
-        for path in PATHS if r % 2 == 0 else PATHS[::-1]:
+        for path in paths if r % 2 == 0 else paths[::-1]:
             rounds[path].append(one_round(model, inputs, path, steps, tokens))
     keys = ("first_step_ms", "step_ms", "first_token_ms", "token_ms")
-    median = {path: {k: statistics.median(x[k] for x in rounds[path]) for k in keys} for path in PATHS}
+    median = {path: {k: statistics.median(x[k] for x in rounds[path]) for k in keys} for path in paths}
     eager, graphs = rounds["eager"][0], rounds["graphs"][0]
-    return {"device": str(model.device), "threads": torch.get_num_threads(),
-            "prompt_tokens": inputs["input_ids"].shape[1], "canvas": model.config.canvas_length, "steps": steps,
-            "tokens": tokens, "repeats": repeats,
-            **{f"{path}_{k}": median[path][k] for path in PATHS for k in keys},
-            "step_eager_vs_graphs": median["eager"]["step_ms"] / median["graphs"]["step_ms"],
-            "token_eager_vs_graphs": median["eager"]["token_ms"] / median["graphs"]["token_ms"],
-            "same_ar_tokens": all(x["ar_ids"] == eager["ar_ids"] for path in PATHS for x in rounds[path]),
-            "same_decoder_argmax": bool(torch.equal(eager["logits"].argmax(-1), graphs["logits"].argmax(-1))),
-            "max_logit_difference": float((eager["logits"] - graphs["logits"]).abs().max())}
+    result = {"device": str(model.device), "threads": torch.get_num_threads(), "paths": list(paths),
+              "prompt_tokens": inputs["input_ids"].shape[1], "canvas": model.config.canvas_length, "steps": steps,
+              "tokens": tokens, "repeats": repeats,
+              **{f"{path}_{k}": median[path][k] for path in paths for k in keys},
+              "step_eager_vs_graphs": median["eager"]["step_ms"] / median["graphs"]["step_ms"],
+              "token_eager_vs_graphs": median["eager"]["token_ms"] / median["graphs"]["token_ms"],
+              "same_ar_tokens": all(x["ar_ids"] == eager["ar_ids"] for x in rounds["eager"] + rounds["graphs"]),
+              **agreement(eager, graphs)}
+    if "fused" in paths:
+        fused = rounds["fused"][0]
+        result |= {"step_graphs_vs_fused": median["graphs"]["step_ms"] / median["fused"]["step_ms"],
+                   "token_graphs_vs_fused": median["graphs"]["token_ms"] / median["fused"]["token_ms"],
+                   "fused_same_ar_tokens": all(x["ar_ids"] == eager["ar_ids"] for x in rounds["fused"]),
+                   **{f"fused_{k}": v for k, v in agreement(eager, fused).items()}}
+    return result
+
+
+def agreement(eager: dict, other: dict) -> dict:
+    """Whether a path's last decoder logits pick eager's argmax, and how far apart they are."""
+    return {"same_decoder_argmax": bool(torch.equal(eager["logits"].argmax(-1), other["logits"].argmax(-1))),
+            "max_logit_difference": float((eager["logits"] - other["logits"]).abs().max())}
 
 
 def main(argv=None) -> dict:
@@ -96,16 +149,35 @@ def main(argv=None) -> dict:
     parser.add_argument("--steps", type=int, default=16, help="decoder steps timed per round")
     parser.add_argument("--tokens", type=int, default=32, help="AR tokens per round")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--paths", nargs="+", choices=PATHS, default=None,
+                        help="eager and graphs, then optionally fused (default: fused too where Triton runs)")
     args = parser.parse_args(argv)
     if min(args.steps, args.repeats, args.threads) < 1 or args.tokens < 2:
         parser.error(f"--steps, --repeats and --threads must be >= 1 and --tokens >= 2, got {args.steps}, "
                      f"{args.repeats}, {args.threads}, {args.tokens}")
     torch.set_num_threads(args.threads)
-    result = measure(load(args.model, device=args.device, path="eager"), args.steps, args.tokens, args.repeats)
+    loaded = load(args.model, device=args.device, path="eager")
+    paths = tuple(args.paths) if args.paths else default_paths(loaded.device)
+    if "fused" in paths:
+        from dg.loading import check_fused
+
+        try:
+            check_fused(loaded.device)
+        except ValueError as err:
+            parser.error(str(err))
+    try:
+        result = measure(loaded, args.steps, args.tokens, args.repeats, paths)
+    except ValueError as err:
+        parser.error(str(err))
     print(f"{result['device']}, {result['threads']} thread(s): decoder step eager {result['eager_step_ms']:.2f} ms, "
           f"graphs {result['graphs_step_ms']:.2f} ms ({result['step_eager_vs_graphs']:.2f}x); AR token eager "
           f"{result['eager_token_ms']:.2f} ms, graphs {result['graphs_token_ms']:.2f} ms "
           f"({result['token_eager_vs_graphs']:.2f}x); same AR tokens: {result['same_ar_tokens']}")
+    if "fused" in paths:
+        print(f"fused: decoder step {result['fused_step_ms']:.2f} ms ({result['step_graphs_vs_fused']:.2f}x graphs), "
+              f"AR token {result['fused_token_ms']:.2f} ms ({result['token_graphs_vs_fused']:.2f}x graphs); same AR "
+              f"tokens as eager: {result['fused_same_ar_tokens']}, largest logit difference "
+              f"{result['fused_max_logit_difference']:.3g}")
     print(json.dumps(result))
     return result
 

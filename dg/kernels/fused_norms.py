@@ -12,7 +12,8 @@ Layout, as in the Triton tutorials:
 1. the reference, `rms_norm_torch` (transformers' `DiffusionGemmaRMSNorm.forward`, op for op);
 2. the kernel, `_rms_norm_kernel`;
 3. the launcher, `rms_norm_triton`, which checks dtype, shape and device;
-4. `fuse_norms(model)`, which points every RMSNorm of a model at the launcher (dg.paths' "fused" path).
+4. `fuse_norms(model)`, which points every RMSNorm of a model at the launcher (dg.paths' "fused" path), and
+   `unfuse_norms(model)`, which points them back (the benchmark's paths side by side on one model).
 
 The sum of squares is a tree reduction in float32, where torch's mean sums in another order: a result may differ
 from the reference by a rounding of the last bit (fp32) or, rarely, one bf16 step; so the fused path keeps
@@ -110,4 +111,15 @@ def fuse_norms(model) -> int:
             module.forward = types.MethodType(_fused_forward, module)
             count += 1
     model.dg_fused_norms = count
+    return count
+
+
+def unfuse_norms(model) -> int:
+    """Every RMSNorm of `model` back on transformers' own forward (undoes `fuse_norms`); returns how many."""
+    count = 0
+    for module in model.modules():
+        if is_rms_norm(module) and "forward" in module.__dict__:
+            del module.forward
+            count += 1
+    model.__dict__.pop("dg_fused_norms", None)
     return count
