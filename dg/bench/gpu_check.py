@@ -17,7 +17,8 @@ this Python lacks is not run, and one line says what to carry):
    path, the graphed one (dg.graphs: one CUDA graph per pass shape, capture timed apart as the first pass) and
    the fused one (the graphed passes with every RMSNorm on dg's Triton kernel; not in a smoke check, where the
    kernel would run in Triton's interpreter), side by side (dg.bench.graphs), each as a fraction of its
-   bandwidth/compute bound (dg.roofline);
+   bandwidth/compute bound (dg.roofline); then two passes of each kind per path under torch.profiler: the
+   host's launch calls per pass (a kernel or a whole graph each) and the share of the wall time the GPU was busy;
 5. `hybrid`: the same model again, hybrid decoding's tokens/s beside AR's and diffusion's (random drafts rarely
    agree with AR: about one token a round, so it measures the cost of a round at full size);
 6. `replicas`: one Ray Serve replica of the embedded model per visible GPU, a run on each
@@ -239,7 +240,8 @@ def graphs_part(plan: CheckPlan, device) -> tuple[dict, str | None]:
     ids = torch.randint(3, _text_id_limit(model.config), (1, plan.prompt_length),
                         generator=torch.Generator().manual_seed(0)).to(device)
     paths = ("eager", "graphs") if plan.smoke else default_paths(device)  # interpreted kernels: minutes a pass
-    result = compare_paths(model, {"input_ids": ids}, plan.steps_per_canvas, plan.ar_tokens, plan.graph_repeats, paths)
+    result = compare_paths(model, {"input_ids": ids}, plan.steps_per_canvas, plan.ar_tokens, plan.graph_repeats, paths,
+                           profiled=True)
     known = roofline_device(device)
     if known is not None and not plan.smoke:
         step = roofline.canvas_step(roofline.RELEASE, known, "bf16")
@@ -255,6 +257,17 @@ def graphs_part(plan: CheckPlan, device) -> tuple[dict, str | None]:
     # on random weights in bf16 a near-tie may flip between cache layouts: reported, failed only in float32
     failure = f"the graphed path's {' and '.join(bad)} differ from eager's" if bad and dtype == torch.float32 else None
     return result, failure
+
+
+def profile_line(path: str, profile: dict) -> str:
+    """One path's profiled passes (dg.bench.graphs.profile_passes) on one line."""
+    def one(kind: str) -> str:
+        p = profile[kind]
+        if p["launches"] is None:  # a CPU: no launches to count, the ops the host called
+            return f"{kind} {fmt(p['wall_ms'])} ms, {fmt(p['host_ops'], '.4g')} host ops"
+        return (f"{kind} {fmt(p['wall_ms'])} ms, {fmt(p['launches'], '.4g')} launches, GPU busy "
+                f"{fmt(p['gpu_busy_ms'])} ms ({p['gpu_busy_share']:.0%})")
+    return f"profiled, {path}: " + "; ".join(one(kind) for kind in ("step", "token")) + " per pass"
 
 
 def roofline_device(device):
@@ -419,7 +432,8 @@ def describe(name: str, result: dict) -> list[str]:
                 f"{fmt(result['step_graphs_vs_fused'])}x graphs; AR token {fmt(result['fused_token_ms'])} ms"
                 f"{share('fused', 'token')}, {fmt(result['token_graphs_vs_fused'])}x graphs; same AR tokens as eager: "
                 f"{result['fused_same_ar_tokens']} (up to rounding), largest logit difference "
-                f"{fmt(result['fused_max_logit_difference'], '.3g')}"] if "fused" in result["paths"] else [])
+                f"{fmt(result['fused_max_logit_difference'], '.3g')}"] if "fused" in result["paths"] else []) + [
+                profile_line(path, result["profile"][path]) for path in result.get("profile", {})]
     lines = [f"{r['backend']} sampling, {r['fast_paths']}: {fmt(r['tps'], '.4g')} tok/s, {fmt(r['ms_per_step'])} "
              f"ms/step (warm-up {fmt(r['warm_up_s'])} s)" + ("; split (ms): " + ", ".join(
                  f"{phase} {fmt(ms)}" for phase, ms in r["split_ms_per_step"].items()) if "split_ms_per_step" in r else "")

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 import torch
 
 from dg.ar import next_token_logits
-from dg.bench.common import timed
+from dg.bench.common import sync, timed
 from dg.bench.models import bench_prompts
 from dg.loading import load
 from dg.passes import split_inputs
@@ -98,6 +98,59 @@ def one_round(model, inputs: dict, path: str, steps: int, tokens: int) -> dict:
             "logits": logits.float().cpu(), "ar_ids": ar_ids}
 
 
+LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaGraphLaunch")
+
+
+def profile_passes(model, inputs: dict, path: str, passes_each: int = 2) -> dict:
+    """torch.profiler over `passes_each` decoder steps and as many AR tokens on `path`, after one of each
+    unprofiled (a graph is captured there): per pass, the wall ms, the host's launch calls (a kernel or a
+    whole graph each) and, on CUDA, the ms the GPU was busy and that as a share of the wall time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    ids, extra = split_inputs(inputs)
+    device, length = model.device, model.config.canvas_length
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    canvas = torch.randint(0, model.config.text_config.vocab_size, (1, length),
+                           generator=torch.Generator().manual_seed(0)).to(device)
+    embed_dtype = model.model.decoder.embed_tokens.weight.dtype
+
+    def profiled(fn) -> dict:
+        sync(device)
+        with profile(activities=activities) as prof:
+            _, seconds = timed(fn, device)
+        events = prof.key_averages()
+        launches = sum(e.count for e in events if e.key in LAUNCHES)
+        busy_ms = sum(e.self_device_time_total for e in events) / 1e3 if cuda else None
+        wall_ms = seconds * 1e3 / passes_each
+        return {"wall_ms": wall_ms, "launches": launches / passes_each if cuda else None,
+                "host_ops": sum(e.count for e in events if not e.key.startswith("ProfilerStep")) / passes_each,
+                "gpu_busy_ms": None if busy_ms is None else busy_ms / passes_each,
+                "gpu_busy_share": None if busy_ms is None else busy_ms / passes_each / wall_ms}
+
+    with torch.no_grad(), passes_path(model, path) as opened, \
+            open_passes(model, opened, ids.shape[1] + max(passes_each + 1, length)) as passes:
+        hidden = passes.prefill(ids, extra)
+        logits = passes.decode(canvas, None)
+        logits = passes.decode(canvas, logits.to(embed_dtype))  # both decoder shapes seen (captured) first
+
+        def steps():
+            out = logits
+            for _ in range(passes_each):
+                out = passes.decode(canvas, out.to(embed_dtype))
+
+        step = profiled(steps)
+        token = next_token_logits(model, passes.encode(
+            next_token_logits(model, hidden[:, -1]).argmax(-1, keepdim=True))[:, -1]).argmax(-1, keepdim=True)
+
+        def tokens():
+            nonlocal token
+            for _ in range(passes_each):
+                token = next_token_logits(model, passes.encode(token)[:, -1]).argmax(-1, keepdim=True)
+
+        return {"step": step, "token": profiled(tokens)}
+
+
 def measure(loaded, steps: int, tokens: int, repeats: int, paths: tuple = ("eager", "graphs")) -> dict:
     """`compare_paths` on the first bench prompt, built with the checkpoint's processor."""
     p = bench_prompts()[0]
@@ -106,9 +159,9 @@ def measure(loaded, steps: int, tokens: int, repeats: int, paths: tuple = ("eage
 
 
 def compare_paths(model, inputs: dict, steps: int, tokens: int, repeats: int,
-                  paths: tuple = ("eager", "graphs")) -> dict:
+                  paths: tuple = ("eager", "graphs"), profiled: bool = False) -> dict:
     """Medians over repeats of each path's times, the eager / graphs (and graphs / fused) ratios, and each path's
-    agreement with eager."""
+    agreement with eager; `profiled`: each path's `profile_passes` too, under "profile"."""
     if paths[:2] != ("eager", "graphs") or not set(paths) <= set(PATHS):
         raise ValueError(f"paths must be eager, graphs, then optionally fused; got {', '.join(paths)}")
     rounds = {path: [] for path in paths}
@@ -132,6 +185,8 @@ def compare_paths(model, inputs: dict, steps: int, tokens: int, repeats: int,
                    "token_graphs_vs_fused": median["graphs"]["token_ms"] / median["fused"]["token_ms"],
                    "fused_same_ar_tokens": all(x["ar_ids"] == eager["ar_ids"] for x in rounds["fused"]),
                    **{f"fused_{k}": v for k, v in agreement(eager, fused).items()}}
+    if profiled:
+        result["profile"] = {path: profile_passes(model, inputs, path) for path in paths}
     return result
 
 

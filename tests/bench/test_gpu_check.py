@@ -181,8 +181,16 @@ def test_smoke_graphs_part_times_eager_and_graphed_passes_side_by_side_and_they_
     times = [result[f"{path}_{k}"] for path in ("eager", "graphs") for k in ("step_ms", "token_ms", "first_step_ms")]
     assert all(positive_finite(x) for x in times)
     assert result["step_eager_vs_graphs"] == pytest.approx(result["eager_step_ms"] / result["graphs_step_ms"])
+    assert result["paths"] == ["eager", "graphs"]  # no fused path in a smoke check: its kernel would be interpreted
+    for path in ("eager", "graphs"):  # two passes of each kind under the profiler: on a CPU, the ops the host called
+        for kind in ("step", "token"):
+            profiled = result["profile"][path][kind]
+            assert positive_finite(profiled["wall_ms"]) and profiled["host_ops"] > 10
+            assert profiled["launches"] is None and profiled["gpu_busy_share"] is None  # no GPU to count on
     lines = gpu_check.describe("graphs", result)
     assert lines[0].startswith("decoder step: eager ") and "graphs" in lines[0] and lines[1].startswith("AR token")
+    assert [line.split(":")[0] for line in lines[-2:]] == ["profiled, eager", "profiled, graphs"]
+    assert "host ops" in lines[-1] and lines[-1].endswith("per pass")
 
 
 def test_smoke_hybrid_part_times_hybrid_beside_ar_and_diffusion_and_says_what_it_measures(smoke_report,

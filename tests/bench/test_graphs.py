@@ -41,3 +41,14 @@ def test_the_paths_start_with_eager_and_graphs_and_an_unknown_one_is_refused(mod
     for paths in (("graphs", "eager"), ("eager", "graphs", "compiled"), ("eager",)):
         with pytest.raises(ValueError, match="paths must be eager, graphs, then optionally fused"):
             graphs.compare_paths(model, inputs, steps=1, tokens=2, repeats=1, paths=paths)
+
+
+def test_a_profiled_path_reads_as_launches_and_the_gpu_s_busy_share_on_cuda_and_host_ops_on_a_cpu(model, processor):
+    inputs = build_inputs(processor, "What is 12 + 30?")
+    cpu = graphs.profile_passes(model, inputs, "graphs")
+    assert cpu["step"]["host_ops"] > 10 and cpu["token"]["launches"] is None
+    assert gpu_check.profile_line("graphs", cpu).startswith("profiled, graphs: step ")
+    on_gpu = {"wall_ms": 15.0, "launches": 3.0, "host_ops": 40.0, "gpu_busy_ms": 12.0, "gpu_busy_share": 0.8}
+    line = gpu_check.profile_line("graphs", {"step": on_gpu, "token": on_gpu})
+    assert line == ("profiled, graphs: step 15 ms, 3 launches, GPU busy 12 ms (80%); token 15 ms, 3 launches, GPU "
+                    "busy 12 ms (80%) per pass")
