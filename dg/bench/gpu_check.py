@@ -3,7 +3,7 @@
     bash scripts/gpu-check.sh runs/gpu-check --wheels DIR    # python -m dg.bench.gpu_check --out runs/gpu-check
     python -m dg.bench.gpu_check --out runs/smoke --smoke    # the same code on the CPU at tiny shapes
 
-Six parts, each in a process of its own under its own time limit, printed with its result (a crash, an
+Seven parts, each in a process of its own under its own time limit, printed with its result (a crash, an
 out-of-memory or a hang is recorded and the next part still runs, on a clean GPU; a part whose imports
 this Python lacks is not run, and one line says what to carry):
 1. `kernel_tests`: `pytest tests/kernels` with TRITON_INTERPRET unset: the Triton kernels compiled;
@@ -21,7 +21,10 @@ this Python lacks is not run, and one line says what to carry):
    host's launch calls per pass (a kernel or a whole graph each) and the share of the wall time the GPU was busy;
 5. `hybrid`: the same model again, hybrid decoding's tokens/s beside AR's and diffusion's (random drafts rarely
    agree with AR: about one token a round, so it measures the cost of a round at full size);
-6. `replicas`: one Ray Serve replica of the embedded model per visible GPU, a run on each
+6. `embedded`: the embedded model as the app runs it on the device (dg.bench.embedded_check): `load()` and the
+   time to its first step, the race's three lanes on the device's path against eager (tokens and tokens/s),
+   and dg's sampler against `generate()` on the same seed;
+7. `replicas`: one Ray Serve replica of the embedded model per visible GPU, a run on each
    (dg.bench.replica_check; in a smoke check one line says it does not apply).
 
 OUT/gpu-check.json: `ok`, `mode` ("gpu" | "smoke"), `started`, `wall_s`, `device` (name, datasheet peak
@@ -52,6 +55,7 @@ import torch
 
 from dg.bench.common import fmt, timed
 from dg.bench.device import peak_bandwidth_gb_s, require_cuda
+from dg.bench.embedded_check import describe as describe_embedded, embedded_part
 from dg.bench.replica_check import replicas_part
 from dg.bench.stack import device_info, missing_needs, versions
 
@@ -59,8 +63,8 @@ ROOT = Path(__file__).resolve().parents[2]
 REPORT_NAME = "gpu-check.json"
 TOTAL_BUDGET_S = 360  # the promise: the whole check within 6 min, so a second try fits a 15-minute lease
 START_OVERHEAD_S = 30  # the parent's own imports, device queries, installing carried wheels, writing the report
-PART_LIMITS_S = {"kernel_tests": 65, "sampling_step": 40, "sampler": 70, "graphs": 85, "hybrid": 35,
-                 "replicas": 35}
+PART_LIMITS_S = {"kernel_tests": 55, "sampling_step": 40, "sampler": 60, "graphs": 85, "hybrid": 30,
+                 "embedded": 30, "replicas": 30}
 SMOKE_KERNEL_TESTS = "acceptance_equals_entropy_bound_mask or launcher_rejects or looser_entropy_bound"
 CLEAR_MARGIN = 1.0  # logits of lead for every argmax: far more than one bf16 rounding step of the scaled logits
 ONE_HOT_MARGIN = 120.0  # logits of lead that make softmax(logits / τ) exactly one-hot in float32 for τ <= 1
@@ -100,7 +104,7 @@ class CheckPlan:
         return cls(smoke=True, step_shape=(1, 16, 512), step_repeats=3, copy_mb=16, kernel_tests=SMOKE_KERNEL_TESTS,
                    steps_per_canvas=2, canvases=2, prompt_length=12, ar_tokens=4, hybrid_tokens=4,
                    limits_s={"kernel_tests": 60, "sampling_step": 60, "sampler": 60, "graphs": 60, "hybrid": 60,
-                             "replicas": 60})
+                             "embedded": 60, "replicas": 60})
 
 
 # Part 2: the sampling step, fused vs torch.
@@ -281,7 +285,8 @@ def roofline_device(device):
 
 
 CHILD_PARTS = {"sampling_step": sampling_step_part, "sampler": partial(_device_check, mode="eager"),
-               "graphs": graphs_part, "hybrid": partial(_device_check, mode="hybrid"), "replicas": replicas_part}
+               "graphs": graphs_part, "hybrid": partial(_device_check, mode="hybrid"), "embedded": embedded_part,
+               "replicas": replicas_part}
 
 
 def run_child(part: str, plan: CheckPlan, result_path: Path) -> int:
@@ -417,6 +422,8 @@ def describe(name: str, result: dict) -> list[str]:
         return [f"hybrid: {fmt(h['tps'], '.4g')} tok/s, {fmt(h['tokens_per_round'])} tokens/round, "
                 f"{fmt(h['ms_per_round'])} ms/round; vs AR {fmt(summary['hybrid_vs_ar'])}x, vs diffusion "
                 f"{fmt(summary['hybrid_vs_diffusion'])}x ({h['measures']})"]
+    if name == "embedded":
+        return describe_embedded(result)
     if name == "graphs":
         bounds = result.get("roofline")
         share = (lambda path, kind: f" ({bounds[f'{path}_{kind}_fraction']:.0%} of the bound)") if bounds else (

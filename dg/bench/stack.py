@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # What each part imports beyond torch (modules); a part this Python cannot run is recorded as "missing", not run.
 PART_NEEDS = {"kernel_tests": ("pytest", "triton", "PIL", "transformers"), "sampling_step": ("triton",),
               "sampler": ("transformers",), "graphs": ("transformers",), "hybrid": ("transformers",),
-              "replicas": ("ray", "transformers")}
+              "embedded": ("transformers", "PIL"), "replicas": ("ray", "transformers")}
 MIN_TRANSFORMERS = (5, 23)  # DiffusionGemma as dg drives it
 
 def missing_needs(part: str) -> str | None:

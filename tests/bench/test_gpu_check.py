@@ -17,7 +17,7 @@ from dg.bench.gpu_check import CheckPlan, designed_logits, main, run_part
 from dg.kernels.reference import sample_step_torch
 
 ROOT = gpu_check.ROOT
-PARTS = {"kernel_tests", "sampling_step", "sampler", "graphs", "hybrid", "replicas"}
+PARTS = {"kernel_tests", "sampling_step", "sampler", "graphs", "hybrid", "embedded", "replicas"}
 PROBE_WHEEL = "dgprobe-1.0-py3-none-any.whl"
 
 
@@ -156,7 +156,7 @@ def test_the_full_plan_fits_its_budget_and_an_oversized_one_is_refused():
     assert sum(plan.limits_s.values()) + gpu_check.START_OVERHEAD_S <= gpu_check.TOTAL_BUDGET_S == 360
     with pytest.raises(ValueError, match="budget"):
         CheckPlan(limits_s={"kernel_tests": 150, "sampling_step": 50, "sampler": 90, "graphs": 100, "hybrid": 40,
-                            "replicas": 40})
+                            "embedded": 30, "replicas": 40})
     with pytest.raises(ValueError, match="steps_per_canvas must be >= 2, got 1"):
         CheckPlan(steps_per_canvas=1)
 
@@ -206,6 +206,25 @@ def test_smoke_hybrid_part_times_hybrid_beside_ar_and_diffusion_and_says_what_it
     assert all(positive_finite(x) for x in (hybrid["ms_per_round"], hybrid["warm_up_s"], summary["hybrid_tps"]))
     assert "a round's cost" in summary["measures"]  # random drafts: said in the part's own output
     assert "compiled" not in result  # one part, one way of running
+
+
+def test_smoke_embedded_part_times_start_up_and_races_every_lane_against_eager_and_generate(smoke_report,
+                                                                                            positive_finite):
+    record = smoke_report[1]["parts"]["embedded"]
+    result = record["result"]
+    assert record["status"] == "ok" and result["path"] == "graphs"  # a CPU: the graphed path's stand-in
+    assert all(positive_finite(result[k]) for k in ("load_s", "first_step_s"))
+    assert result["start_up_s"] == pytest.approx(result["load_s"] + result["first_step_s"])
+    assert set(result["lanes"]) == {"diffusion", "ar", "hybrid"}
+    for mode, lane in result["lanes"].items():
+        assert lane["same_tokens_as_eager"] and lane["tokens"] > 0 and lane["finish"] == "eos", mode
+        assert positive_finite(lane["tok_s"]) and positive_finite(lane["eager"]["tok_s"]), mode
+    assert result["lanes"]["hybrid"]["tokens"] == result["lanes"]["ar"]["tokens"]  # hybrid's tokens are AR's
+    assert result["diffusion_vs_ar"] == pytest.approx(result["lanes"]["diffusion"]["tok_s"] /
+                                                      result["lanes"]["ar"]["tok_s"])
+    assert result["generate_parity"]["same_tokens"] and result["generate_parity"]["tokens"] > 0
+    lines = gpu_check.describe("embedded", result)
+    assert lines[0].startswith("start-up on graphs: load ") and "dg = generate(): True" in lines[-1]
 
 
 def test_a_part_this_python_cannot_import_is_named_in_one_line(monkeypatch):
