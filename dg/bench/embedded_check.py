@@ -61,13 +61,15 @@ def embedded_part(plan, device) -> tuple[dict, str | None]:
     example = SkillExamples.load().race_example()
     inputs = build_inputs(fast.processor, example.prompt, thinking=example.thinking, device=fast.device)
     config = fast.sampler_config  # the app's: on CUDA the fused sampling step
+    if plan.smoke:  # the CPU's sizes: one canvas a lane
+        config = config.replace(max_new_tokens=fast.model.config.canvas_length)
     first_s = first_step_s(fast, inputs, config)
     eager = load(EMBEDDED_MODEL, device=device, path="eager")
     lanes = {}
     for mode in MODES:
         on_path, on_eager = lane(fast, mode, inputs, config), lane(eager, mode, inputs, config)
-        lanes[mode] = {"path": fast.path, "same_tokens_as_eager": on_path.pop("ids") == on_eager.pop("ids"),
-                       **on_path, "eager": on_eager}
+        lanes[mode] = {"path": fast.path, "same_tokens_as_eager": on_path.pop("ids") == on_eager.pop("ids")
+                       and on_path["finish"] == on_eager["finish"], **on_path, "eager": on_eager}
     torch_backend = config.replace(backend="torch")  # the backend whose parity with generate() is exact
     reference = run_reference(eager.model, inputs, torch_backend, seed=0)
     ours = run_dg(eager.model, inputs, torch_backend, seed=0)
