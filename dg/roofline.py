@@ -46,6 +46,11 @@ DEVICES = {  # datasheet figures: HBM/GDDR bandwidth, dense tensor-core peak (no
 }
 
 
+def device_named(name: str) -> str | None:
+    """The `DEVICES` key of a GPU by the name CUDA gives it ("NVIDIA H200" → "H200"), or None."""
+    return next((key for key in DEVICES if key.split()[0] in name), None)
+
+
 def measured_cpu(copy_gb_s: float, matmul_gflop_s: float, threads: int = 1) -> Device:
     """This CPU as `python -m dg.bench.sweep` measured it: copy bandwidth and a float32 matmul's FLOP/s."""
     return Device(f"this CPU ({threads} thread, measured)", copy_gb_s, {"any": matmul_gflop_s / 1e3}, None,

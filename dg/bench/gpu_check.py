@@ -280,8 +280,8 @@ def roofline_device(device):
 
     if torch.device(device).type != "cuda":
         return None
-    name = torch.cuda.get_device_name(device)
-    return next((d for key, d in roofline.DEVICES.items() if key.split()[0] in name), None)
+    key = roofline.device_named(torch.cuda.get_device_name(device))
+    return roofline.DEVICES[key] if key else None
 
 
 CHILD_PARTS = {"sampling_step": sampling_step_part, "sampler": partial(_device_check, mode="eager"),

@@ -158,7 +158,7 @@ def _roofline(runner, sweep: dict) -> None:
                 "canvas step reads more (every expert its positions touch) for TPF tokens. No efficiency factor: "
                 "the measured figures show how far each mode runs from its bound (report §1, §6).",
                 elem_id="dg-learn-roofline")
-    devices = _devices(sweep)
+    devices, checks = _devices(sweep), roofline_view.gpu_checks()
     models = {"26B-A4B (release)": roofline.RELEASE, "embedded tiny": roofline.shape_of(runner.model, "embedded tiny")}
     tiny_tpf = statistics.fmean(r["caps"][str(max(sweep["caps"]))]["tpf"] for r in sweep["skills"].values())
 
@@ -169,7 +169,7 @@ def _roofline(runner, sweep: dict) -> None:
             shape = models[model_name]
             setting = roofline_view.Setting(shape, devices[device_name], dtype, float(tpf), int(users), int(canvas),
                                             min(float(experts), shape.experts))
-            measured, note = _measured(shape, device_name, dtype, sweep)
+            measured, note = _measured(shape, device_name, dtype, sweep, checks)
             report = roofline.REPORT["crossover_users"] if shape is roofline.RELEASE else None
             return (roofline_view.bounds_table(setting, measured) + note,
                     roofline_view.roofline_figure(setting, measured), roofline_view.users_figure(setting, report))
@@ -201,14 +201,18 @@ def _roofline(runner, sweep: dict) -> None:
         control.change(draw, controls, [table, roof, by_users], api_visibility="private", show_progress="hidden")
 
 
-def _measured(shape, device_name: str, dtype: str, sweep: dict) -> tuple[list, str]:
-    """The measured figures that belong to this model, device and precision, and a note when none do."""
+def _measured(shape, device_name: str, dtype: str, sweep: dict, checks: dict) -> tuple[list, str]:
+    """The measured figures that belong to this model, device and precision (the report's, dg's own GPU checks,
+    the sweep's on this CPU), and a note when none do."""
     r = roofline.REPORT
+    if shape is roofline.RELEASE and dtype == "bf16" and device_name in checks:
+        return roofline_view.check_measured(checks[device_name]), roofline_view.check_note(checks[device_name])
     if shape is roofline.RELEASE and device_name == r["device"] and dtype == r["dtype"]:
         return roofline_view.report_measured(), (f"\n\nThe report's AR + MTP reaches {r['ar_mtp_tok_s']:g} tok/s; "
                                                  f"diffusion beats it up to ~{r['crossover_users']} users (measured).")
     if shape is not roofline.RELEASE and device_name == CPU:
         return roofline_view.cpu_measured(sweep), ("\n\nMeasured on this CPU by `" + sweep["command"] + "` ("
                                                    + sweep["date"][:10] + ").")
-    return [], ("\n\nMeasured figures exist for the release on an H100 in fp8 (the report) and for the embedded "
-                "model on this CPU (the sweep); pick one of those to place them.")
+    gpus = "".join(f", on an {name} in bf16 (dg's GPU check)" for name in checks)
+    return [], ("\n\nMeasured figures exist for the release on an H100 in fp8 (the report)" + gpus + " and for the "
+                "embedded model on this CPU (the sweep); pick one of those to place them.")

@@ -8,9 +8,10 @@ FLOPs / its measured time); the second figure is the tokens/s bound of both mode
     python -m pytest tests/view/test_roofline.py -q
 """
 
-from dataclasses import dataclass, replace
-
+import json
 import math
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import plotly.graph_objects as go
@@ -23,6 +24,7 @@ from dg.view.theme import AR_COLOR, INK, PLOT_AXES, PLOT_LAYOUT, STATE_COLORS
 DIFFUSION_COLOR = STATE_COLORS["committed"]
 REPORT_COLOR = "#dc2626"  # the report's measured crossover, against the bounds' own
 LEGEND_ON_TOP = dict(orientation="h", yanchor="bottom", y=1.04, xanchor="left", x=0)
+MEASUREMENTS = Path(__file__).resolve().parents[2] / "assets" / "measurements"  # gpu-check-*.json: on a GPU
 LEGEND_BELOW = dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0)  # many entries: clear of the title
 
 
@@ -162,6 +164,38 @@ def report_measured() -> list[Measured]:
                      r["step_ms"] / 1e3),
             Measured(f"report step without sampling ({r['step_ms'] - r['sampling_ms']:.2f} ms)", "step",
                      (r["step_ms"] - r["sampling_ms"]) / 1e3)]
+
+
+def gpu_checks(folder: Path = MEASUREMENTS) -> dict[str, dict]:
+    """The committed GPU checks (`gpu-check-*.json`, written by `bash scripts/gpu-check.sh` on a GPU) by the
+    dg.roofline device each ran on; a smoke check, an unknown device or a graphs part that did not pass is left
+    out (the newest file wins for a device)."""
+    checks = {}
+    for path in sorted(Path(folder).glob("gpu-check-*.json")):
+        check = json.loads(path.read_text())
+        device = roofline.device_named(check.get("device", {}).get("name", ""))
+        if check.get("mode") == "gpu" and device and check.get("parts", {}).get("graphs", {}).get("status") == "ok":
+            checks[device] = check
+    return checks
+
+
+def check_measured(check: dict) -> list[Measured]:
+    """A GPU check's passes as dg ran them (its graphs part: the release's shape, random weights, bf16, batch 1):
+    an AR token and a canvas step per path (eager, graphs, fused)."""
+    result = check["parts"]["graphs"]["result"]
+    return [Measured(f"dg {path}: {result[f'{path}_{kind}_ms']:.3g} ms per {kind}", mode,
+                     result[f"{path}_{kind}_ms"] / 1e3)
+            for path in result["paths"] for kind, mode in (("token", "ar"), ("step", "step"))]
+
+
+def check_note(check: dict) -> str:
+    """Where and when a GPU check measured its figures, for the table under them."""
+    result = check["parts"]["graphs"]["result"]
+    commit = check.get("versions", {}).get("commit")
+    return (f"\n\nMeasured by `bash scripts/gpu-check.sh` on {check['device']['name']}, {check['started'][:10]}"
+            + (f" (commit {commit})" if commit else "") + f": the release's shape with random weights, bf16, batch "
+            f"1, prompt {result['prompt_tokens']}, {result['steps']} decoder steps and {result['tokens']} AR tokens "
+            "per round.")
 
 
 def cpu_measured(sweep: dict) -> list[Measured]:
