@@ -272,10 +272,13 @@ _POOL_LOCK = threading.Lock()
 def graphed_passes(model, tokens: int, *, rollback: bool = False):
     """A run's GraphedPasses for at most `tokens` cached positions, from the model's pool, given back reset.
 
-    `rollback` (hybrid crops drafts back out) needs nothing more on this path: every crop is exact."""
+    `rollback` (hybrid crops drafts back out) needs nothing more on this path: every crop is exact. A capture
+    replays the kernels the model's norms ran when it was made: with the norms fused (dg.kernels.fused_norms)
+    the passes come from a pool of their own."""
     capacity = static_capacity(tokens)
+    name = "dg_fused_graphed_passes" if getattr(model, "dg_fused_norms", 0) else "dg_graphed_passes"
     with _POOL_LOCK:
-        pool = model.__dict__.setdefault("dg_graphed_passes", {}).setdefault(capacity, [])
+        pool = model.__dict__.setdefault(name, {}).setdefault(capacity, [])
         passes = pool.pop() if pool else None
     passes = passes or GraphedPasses(model, capacity)
     try:

@@ -44,6 +44,11 @@ class Loaded:
         return self.processor.tokenizer
 
     @property
+    def name(self) -> str:
+        """The checkpoint by its name: a hub id as it is, a local folder by its own name (never a path on disk)."""
+        return Path(self.source).name if Path(self.source).is_dir() else str(self.source)
+
+    @property
     def embedded(self) -> bool:
         """Is this the embedded tiny model (its five skills are all it knows)?"""
         return Path(self.source).resolve() == EMBEDDED_MODEL.resolve()

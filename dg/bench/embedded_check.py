@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from dg.bench.common import sync, timed
+from dg.bench.common import fmt, sync, timed
 from dg.config import MODES
 
 
@@ -92,9 +92,6 @@ def _ratio(a, b):
 
 def describe(result: dict) -> list[str]:
     """The part's result as the check prints it."""
-    def fmt(x, spec=".3g"):
-        return "-" if x is None else format(x, spec)
-
     lines = [f"start-up on {result['path']}: load {fmt(result['load_s'])} s, then the first step "
              f"{fmt(result['first_step_s'])} s ({fmt(result['start_up_s'])} s in all)"]
     for mode, row in result["lanes"].items():

@@ -42,26 +42,27 @@ def default_paths(device) -> tuple:
 
 
 @contextmanager
-def passes_path(model, path: str):
-    """The dg.paths path a round opens on `model`: "fused" is the graphed path with the norms fused for the
-    round, and a pool of graphed passes of its own (graphs captured with the kernel), both put back after it."""
+def passes_on(model, path: str, tokens: int):
+    """A round's passes on `path` for `tokens` positions: "fused" is the graphed path with the model's norms
+    fused for the round only (its captures come from a pool of their own, dg.graphs.graphed_passes)."""
     if path != "fused":
-        yield path
+        with open_passes(model, path, tokens) as passes:
+            yield passes
         return
     from dg.kernels.fused_norms import fuse_norms, unfuse_norms
 
-    pools = model.__dict__
-    graphed = pools.pop("dg_graphed_passes", None)  # the graphs path's captures stay its own
-    if "dg_fused_graphed_passes" in pools:
-        pools["dg_graphed_passes"] = pools.pop("dg_fused_graphed_passes")
     fuse_norms(model)
     try:
-        yield "graphs"
+        with open_passes(model, "graphs", tokens) as passes:
+            yield passes
     finally:
         unfuse_norms(model)
-        pools["dg_fused_graphed_passes"] = pools.pop("dg_graphed_passes", {})
-        if graphed is not None:
-            pools["dg_graphed_passes"] = graphed
+
+
+def random_canvas(model) -> torch.Tensor:
+    """The canvas every round decodes: random ids, the same each time."""
+    return torch.randint(0, model.config.text_config.vocab_size, (1, model.config.canvas_length),
+                         generator=torch.Generator().manual_seed(0)).to(model.device)
 
 
 def one_round(model, inputs: dict, path: str, steps: int, tokens: int) -> dict:
@@ -69,10 +70,8 @@ def one_round(model, inputs: dict, path: str, steps: int, tokens: int) -> dict:
     ids, extra = split_inputs(inputs)
     length, device = model.config.canvas_length, model.device
     embed_dtype = model.model.decoder.embed_tokens.weight.dtype
-    canvas = torch.randint(0, model.config.text_config.vocab_size, (1, length),
-                           generator=torch.Generator().manual_seed(0)).to(device)
-    with torch.no_grad(), passes_path(model, path) as opened, \
-            open_passes(model, opened, ids.shape[1] + max(tokens, length)) as passes:
+    canvas = random_canvas(model)
+    with torch.no_grad(), passes_on(model, path, ids.shape[1] + max(tokens, length)) as passes:
         hidden = passes.prefill(ids, extra)
         logits, first_step = timed(lambda: passes.decode(canvas, None), device)
 
@@ -111,8 +110,7 @@ def profile_passes(model, inputs: dict, path: str, passes_each: int = 2) -> dict
     device, length = model.device, model.config.canvas_length
     cuda = device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    canvas = torch.randint(0, model.config.text_config.vocab_size, (1, length),
-                           generator=torch.Generator().manual_seed(0)).to(device)
+    canvas = random_canvas(model)
     embed_dtype = model.model.decoder.embed_tokens.weight.dtype
 
     def profiled(fn) -> dict:
@@ -124,12 +122,11 @@ def profile_passes(model, inputs: dict, path: str, passes_each: int = 2) -> dict
         busy_ms = sum(e.self_device_time_total for e in events) / 1e3 if cuda else None
         wall_ms = seconds * 1e3 / passes_each
         return {"wall_ms": wall_ms, "launches": launches / passes_each if cuda else None,
-                "host_ops": sum(e.count for e in events if not e.key.startswith("ProfilerStep")) / passes_each,
+                "host_ops": sum(e.count for e in events) / passes_each,
                 "gpu_busy_ms": None if busy_ms is None else busy_ms / passes_each,
                 "gpu_busy_share": None if busy_ms is None else busy_ms / passes_each / wall_ms}
 
-    with torch.no_grad(), passes_path(model, path) as opened, \
-            open_passes(model, opened, ids.shape[1] + max(passes_each + 1, length)) as passes:
+    with torch.no_grad(), passes_on(model, path, ids.shape[1] + max(passes_each + 1, length)) as passes:
         hidden = passes.prefill(ids, extra)
         logits = passes.decode(canvas, None)
         logits = passes.decode(canvas, logits.to(embed_dtype))  # both decoder shapes seen (captured) first

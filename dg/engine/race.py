@@ -7,7 +7,7 @@ by transformers' own `generate()`; a `BaseStreamer` records each token it pushes
 `TokenRecord`, so every lane gives the same kind of trace. Hybrid still verifies with the diffusion
 model's own weights then (its guarantee is that model's greedy AR, not the separate one's).
 The three threads wait at a barrier and start together; on one device they share it, as a user would.
-A separate AR model is runner by dg.loading.load_ar_model (sized from its safetensors headers before it
+A separate AR model is loaded by dg.loading.load_ar_model (sized from its safetensors headers before it
 loads, on the diffusion model's GPU when it fits there, else on another GPU with room, else refused).
 
     python -m dg race                    # the embedded tiny model on a three-term sum, thinking on

@@ -18,7 +18,6 @@ import argparse
 import socket
 import sys
 from contextlib import contextmanager
-from pathlib import Path
 
 import gradio as gr
 import torch
@@ -83,9 +82,7 @@ RANGE_JS = """() => {
 def header(runner) -> str:
     """The model's title line with the checkpoint by its name: a hub id as it is, a local folder by its own name
     (the page never shows a path on the server's disk)."""
-    source = str(runner.source)
-    name = Path(source).name if Path(source).is_dir() else source
-    return runner.describe().replace(source, name, 1)
+    return runner.describe().replace(str(runner.source), runner.name, 1)
 
 
 def build_app(runner, ar_model=None, concurrency: int = 64) -> gr.Blocks:

@@ -308,9 +308,8 @@ def show_image(path):
 
 def run_meta(runner, prompt, image, thinking, seed) -> dict:
     """What produced a run, as its exports record it."""
-    model = Path(runner.source).name if Path(runner.source).is_dir() else runner.source
     return {"prompt": prompt, "image": Path(image).name if image else None, "thinking": bool(thinking),
-            "seed": seed, "model": model}
+            "seed": seed, "model": runner.name}
 
 
 def text_and_check(kept: KeptRun, runner, reference: SkillExamples) -> str:
