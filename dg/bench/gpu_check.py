@@ -4,7 +4,8 @@
     python -m dg.bench.gpu_check --out runs/smoke --smoke    # the same code on the CPU at tiny shapes
 
 Seven parts, each in a process of its own under its own time limit, printed with its result (a crash, an
-out-of-memory or a hang is recorded and the next part still runs, on a clean GPU; a part whose imports
+out-of-memory or a hang is recorded and the next part still runs, on a clean GPU; the graphs part writes
+its figures as it goes, so one cut at its limit still reports what it measured; a part whose imports
 this Python lacks is not run, and one line says what to carry):
 1. `kernel_tests`: `pytest tests/kernels` with TRITON_INTERPRET unset: the Triton kernels compiled;
 2. `sampling_step`: the fused Triton step vs the torch reference at (B, C, V) = (1, 256, 262144), bf16 and
@@ -86,6 +87,7 @@ class CheckPlan:
     ar_tokens: int = 64
     hybrid_tokens: int = 32  # the hybrid part's tokens (about one a round on random weights), AR's there too
     graph_repeats: int = 2  # the graphs part's rounds per path (the order alternating)
+    graph_tokens: int = 32  # the graphs part's AR tokens a round (eager: ~0.14 s each at full size)
     limits_s: dict = field(default_factory=lambda: dict(PART_LIMITS_S))
 
     def __post_init__(self):
@@ -102,7 +104,7 @@ class CheckPlan:
     @classmethod
     def for_smoke(cls) -> "CheckPlan":
         return cls(smoke=True, step_shape=(1, 16, 512), step_repeats=3, copy_mb=16, kernel_tests=SMOKE_KERNEL_TESTS,
-                   steps_per_canvas=2, canvases=2, prompt_length=12, ar_tokens=4, hybrid_tokens=4,
+                   steps_per_canvas=2, canvases=2, prompt_length=12, ar_tokens=4, hybrid_tokens=4, graph_tokens=4,
                    limits_s={"kernel_tests": 60, "sampling_step": 60, "sampler": 60, "graphs": 60, "hybrid": 60,
                              "embedded": 60, "replicas": 60})
 
@@ -227,9 +229,10 @@ def _device_check(plan: CheckPlan, device, mode: str) -> tuple[dict, str | None]
     return result, (f"runs stopped early ({', '.join(short)})" if short else None)
 
 
-def graphs_part(plan: CheckPlan, device) -> tuple[dict, str | None]:
+def graphs_part(plan: CheckPlan, device, keep) -> tuple[dict, str | None]:
     """Part 4: eager vs graphed passes on the full-size model (smoke: a tiny config on the CPU, where the graphed
-    path runs its buffers eagerly), each pass as a fraction of its roofline bound when the device is known."""
+    path runs its buffers eagerly), each pass as a fraction of its roofline bound when the device is known;
+    `keep(result)` after every repeat and profiled path, so a part cut at its limit still reports them."""
     from dg import roofline
     from dg.bench.device import _text_id_limit, materialise, release_config
     from dg.bench.graphs import compare_paths, default_paths
@@ -244,18 +247,23 @@ def graphs_part(plan: CheckPlan, device) -> tuple[dict, str | None]:
     ids = torch.randint(3, _text_id_limit(model.config), (1, plan.prompt_length),
                         generator=torch.Generator().manual_seed(0)).to(device)
     paths = ("eager", "graphs") if plan.smoke else default_paths(device)  # interpreted kernels: minutes a pass
-    result = compare_paths(model, {"input_ids": ids}, plan.steps_per_canvas, plan.ar_tokens, plan.graph_repeats, paths,
-                           profiled=True)
-    known = roofline_device(device)
-    if known is not None and not plan.smoke:
-        step = roofline.canvas_step(roofline.RELEASE, known, "bf16")
-        token = roofline.ar_token(roofline.RELEASE, known, "bf16")
-        result["roofline"] = {"device": known.name, "step_bound_ms": step.seconds * 1e3,
-                              "token_bound_ms": token.seconds * 1e3,
-                              **{f"{path}_step_fraction": roofline.fraction(result[f"{path}_step_ms"] / 1e3, step)
-                                 for path in paths},
-                              **{f"{path}_token_fraction": roofline.fraction(result[f"{path}_token_ms"] / 1e3, token)
-                                 for path in paths}}
+    known = roofline_device(device) if not plan.smoke else None
+
+    def with_bounds(result: dict) -> dict:
+        if known is not None:
+            step = roofline.canvas_step(roofline.RELEASE, known, "bf16")
+            token = roofline.ar_token(roofline.RELEASE, known, "bf16")
+            result["roofline"] = {"device": known.name, "step_bound_ms": step.seconds * 1e3,
+                                  "token_bound_ms": token.seconds * 1e3,
+                                  **{f"{path}_step_fraction": roofline.fraction(result[f"{path}_step_ms"] / 1e3, step)
+                                     for path in paths},
+                                  **{f"{path}_token_fraction": roofline.fraction(result[f"{path}_token_ms"] / 1e3,
+                                                                                 token) for path in paths}}
+        return result
+
+    result = with_bounds(compare_paths(model, {"input_ids": ids}, plan.steps_per_canvas, plan.graph_tokens,
+                                       plan.graph_repeats, paths, profiled=True,
+                                       on_round=lambda so_far: keep(with_bounds(so_far))))
     bad = [what for what, ok in (("decoder argmax", result["same_decoder_argmax"]),
                                  ("AR tokens", result["same_ar_tokens"])) if not ok]
     # on random weights in bf16 a near-tie may flip between cache layouts: reported, failed only in float32
@@ -287,17 +295,27 @@ def roofline_device(device):
 CHILD_PARTS = {"sampling_step": sampling_step_part, "sampler": partial(_device_check, mode="eager"),
                "graphs": graphs_part, "hybrid": partial(_device_check, mode="hybrid"), "embedded": embedded_part,
                "replicas": replicas_part}
+KEEPS_AS_IT_GOES = ("graphs",)  # parts given `keep`: the longest, so a cut at its limit loses the least
 
 
 def run_child(part: str, plan: CheckPlan, result_path: Path) -> int:
-    """One part in this process: {"result": ..., "failure": one line or null} goes to `result_path`."""
+    """One part in this process: {"result": ..., "failure": one line or null} goes to `result_path`; a part of
+    KEEPS_AS_IT_GOES writes its result so far there as it goes ({"partial": true}), read if it is cut short."""
     device = torch.device("cpu" if plan.smoke else "cuda")
-    result, failure = CHILD_PARTS[part](plan, device)
-    result_path.write_text(json.dumps(finite({"result": result, "failure": failure})))
+
+    def write(result: dict, failure: str | None, partial: bool = False) -> None:
+        written = result_path.with_suffix(".writing")  # a kill mid-write never leaves half a file
+        written.write_text(json.dumps(finite({"result": result, "failure": failure, "partial": partial})))
+        written.replace(result_path)
+
+    keep = {"keep": lambda so_far: write(so_far, None, partial=True)} if part in KEEPS_AS_IT_GOES else {}
+    result, failure = CHILD_PARTS[part](plan, device, **keep)
+    write(result, failure)
     return 0
 
 
 def read_child(path: Path) -> tuple[dict, str | None]:
+    """A child's written result and failure (a partial result has none: its part was cut before its checks)."""
     written = json.loads(path.read_text())
     return written["result"], written["failure"]
 
@@ -318,7 +336,8 @@ def run_part(argv: list[str], env: dict, limit_s: float, read_result) -> dict:
     """Run one part's command under a time limit; `read_result()` -> (result, failure or None), or raises.
 
     Status: "ok" (exit 0, no failure), "failed" (a result whose checks did not pass), "error" (no
-    result: the part crashed), "timeout" (its process group is killed at `limit_s`).
+    result: the part crashed), "timeout" (its process group is killed at `limit_s`; `result` is what the part
+    wrote as it went, or null).
     """
     start = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -330,8 +349,13 @@ def run_part(argv: list[str], env: dict, limit_s: float, read_result) -> dict:
         log, _ = proc.communicate()
         if not isinstance(stop, subprocess.TimeoutExpired):
             raise
+        try:
+            kept, _ = read_result()
+        except (OSError, ValueError, KeyError, ET.ParseError):
+            kept = None
+        kept_note = "; what it measured before is kept" if kept else ""
         return {"status": "timeout", "wall_s": time.perf_counter() - start, "limit_s": limit_s,
-                "error": f"stopped at its {limit_s:g} s limit", "log_tail": log[-4000:], "result": None}
+                "error": f"stopped at its {limit_s:g} s limit{kept_note}", "log_tail": log[-4000:], "result": kept}
     record = {"wall_s": time.perf_counter() - start, "limit_s": limit_s, "error": None}
     try:
         result, failure = read_result()

@@ -156,21 +156,37 @@ def measure(loaded, steps: int, tokens: int, repeats: int, paths: tuple = ("eage
 
 
 def compare_paths(model, inputs: dict, steps: int, tokens: int, repeats: int,
-                  paths: tuple = ("eager", "graphs"), profiled: bool = False) -> dict:
+                  paths: tuple = ("eager", "graphs"), profiled: bool = False, on_round=None) -> dict:
     """Medians over repeats of each path's times, the eager / graphs (and graphs / fused) ratios, and each path's
-    agreement with eager; `profiled`: each path's `profile_passes` too, under "profile"."""
+    agreement with eager; `profiled`: each path's `profile_passes` too, under "profile". `on_round(result)`, when
+    given, gets the result so far after every repeat and every profiled path (a caller cut short keeps it)."""
     if paths[:2] != ("eager", "graphs") or not set(paths) <= set(PATHS):
         raise ValueError(f"paths must be eager, graphs, then optionally fused; got {', '.join(paths)}")
     rounds = {path: [] for path in paths}
     for r in range(repeats):
         for path in paths if r % 2 == 0 else paths[::-1]:
             rounds[path].append(one_round(model, inputs, path, steps, tokens))
+        result = summarise(model, inputs, rounds, steps, tokens)
+        if on_round is not None:
+            on_round(result)
+    if profiled:
+        result["profile"] = {}
+        for path in paths:
+            result["profile"][path] = profile_passes(model, inputs, path)
+            if on_round is not None:
+                on_round(result)
+    return result
+
+
+def summarise(model, inputs: dict, rounds: dict, steps: int, tokens: int) -> dict:
+    """`compare_paths`'s result from the rounds so far ({path: [one_round's result, ...]}, every path run)."""
+    paths = tuple(rounds)
     keys = ("first_step_ms", "step_ms", "first_token_ms", "token_ms")
     median = {path: {k: statistics.median(x[k] for x in rounds[path]) for k in keys} for path in paths}
     eager, graphs = rounds["eager"][0], rounds["graphs"][0]
     result = {"device": str(model.device), "threads": torch.get_num_threads(), "paths": list(paths),
               "prompt_tokens": inputs["input_ids"].shape[1], "canvas": model.config.canvas_length, "steps": steps,
-              "tokens": tokens, "repeats": repeats,
+              "tokens": tokens, "repeats": len(rounds["eager"]),
               **{f"{path}_{k}": median[path][k] for path in paths for k in keys},
               "step_eager_vs_graphs": median["eager"]["step_ms"] / median["graphs"]["step_ms"],
               "token_eager_vs_graphs": median["eager"]["token_ms"] / median["graphs"]["token_ms"],
@@ -182,8 +198,6 @@ def compare_paths(model, inputs: dict, steps: int, tokens: int, repeats: int,
                    "token_graphs_vs_fused": median["graphs"]["token_ms"] / median["fused"]["token_ms"],
                    "fused_same_ar_tokens": all(x["ar_ids"] == eager["ar_ids"] for x in rounds["fused"]),
                    **{f"fused_{k}": v for k, v in agreement(eager, fused).items()}}
-    if profiled:
-        result["profile"] = {path: profile_passes(model, inputs, path) for path in paths}
     return result
 
 

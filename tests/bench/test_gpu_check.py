@@ -138,9 +138,19 @@ def test_a_part_that_crashes_is_an_error_with_its_last_line(tmp_path):
 def test_a_part_that_hangs_is_stopped_at_its_limit_with_its_children(tmp_path):
     # The child waits on a grandchild that holds the output pipe: only killing the group ends it.
     hang = "import subprocess, sys; subprocess.run([sys.executable, '-c', 'import time; time.sleep(60)'])"
-    record = run_part([sys.executable, "-c", hang], dict(os.environ), 2, lambda: ({}, None))
-    assert record["status"] == "timeout" and record["result"] is None and "2 s limit" in record["error"]
+    record = run_part([sys.executable, "-c", hang], dict(os.environ), 2,
+                      lambda: gpu_check.read_child(tmp_path / "never-written.json"))
+    assert record["status"] == "timeout" and record["result"] is None and record["error"] == "stopped at its 2 s limit"
     assert 2 <= record["wall_s"] < 20
+
+
+def test_a_part_cut_at_its_limit_keeps_what_it_wrote_as_it_went(tmp_path):
+    written = tmp_path / "graphs.json"
+    keeps = ("import json, pathlib, time; pathlib.Path(%r).write_text(json.dumps("
+             "{'result': {'eager_step_ms': 110.0}, 'failure': None, 'partial': True})); time.sleep(60)" % str(written))
+    record = run_part([sys.executable, "-c", keeps], dict(os.environ), 3, lambda: gpu_check.read_child(written))
+    assert record["status"] == "timeout" and record["result"] == {"eager_step_ms": 110.0}
+    assert record["error"] == "stopped at its 3 s limit; what it measured before is kept"
 
 
 def test_a_part_whose_checks_fail_keeps_its_result_and_says_why():
@@ -176,7 +186,7 @@ def test_smoke_graphs_part_times_eager_and_graphed_passes_side_by_side_and_they_
     result, plan = record["result"], CheckPlan.for_smoke()
     assert record["status"] == "ok" and result["device"] == "cpu" and "roofline" not in result  # no known GPU
     assert (result["prompt_tokens"], result["steps"], result["tokens"]) == (plan.prompt_length, plan.steps_per_canvas,
-                                                                            plan.ar_tokens)
+                                                                            plan.graph_tokens)
     assert result["same_ar_tokens"] and result["same_decoder_argmax"]  # float32: the stand-in is the eager pass
     times = [result[f"{path}_{k}"] for path in ("eager", "graphs") for k in ("step_ms", "token_ms", "first_step_ms")]
     assert all(positive_finite(x) for x in times)

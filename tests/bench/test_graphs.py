@@ -35,6 +35,17 @@ def test_the_three_paths_run_side_by_side_on_one_model_and_leave_it_as_they_foun
         id(p) for ps in fused.values() for p in ps}
 
 
+def test_the_result_so_far_is_handed_on_after_every_repeat_and_profiled_path(model, processor):
+    inputs = build_inputs(processor, "What is 12 + 30?")
+    seen = []  # copies: the same dict grows its profile
+    result = graphs.compare_paths(model, inputs, steps=1, tokens=2, repeats=2, profiled=True,
+                                  on_round=lambda so_far: seen.append(dict(so_far, profile=dict(so_far.get("profile", {})))))
+    assert [s["repeats"] for s in seen] == [1, 2, 2, 2]  # two repeats, then eager's and graphs' profiles
+    assert [list(s["profile"]) for s in seen] == [[], [], ["eager"], ["eager", "graphs"]]
+    assert all(s["eager_step_ms"] > 0 and s["graphs_token_ms"] > 0 for s in seen)
+    assert seen[-1]["profile"] == result["profile"] and result["repeats"] == 2
+
+
 def test_the_paths_start_with_eager_and_graphs_and_an_unknown_one_is_refused(model, processor):
     inputs = build_inputs(processor, "What is 12 + 30?")
     for paths in (("graphs", "eager"), ("eager", "graphs", "compiled"), ("eager",)):
