@@ -248,11 +248,12 @@ def graphs_part(plan: CheckPlan, device, keep) -> tuple[dict, str | None]:
                         generator=torch.Generator().manual_seed(0)).to(device)
     paths = ("eager", "graphs") if plan.smoke else default_paths(device)  # interpreted kernels: minutes a pass
     known = roofline_device(device) if not plan.smoke else None
+    if known is not None:
+        step = roofline.canvas_step(roofline.RELEASE, known, "bf16")
+        token = roofline.ar_token(roofline.RELEASE, known, "bf16")
 
     def with_bounds(result: dict) -> dict:
         if known is not None:
-            step = roofline.canvas_step(roofline.RELEASE, known, "bf16")
-            token = roofline.ar_token(roofline.RELEASE, known, "bf16")
             result["roofline"] = {"device": known.name, "step_bound_ms": step.seconds * 1e3,
                                   "token_bound_ms": token.seconds * 1e3,
                                   **{f"{path}_step_fraction": roofline.fraction(result[f"{path}_step_ms"] / 1e3, step)
@@ -300,15 +301,16 @@ KEEPS_AS_IT_GOES = ("graphs",)  # parts given `keep`: the longest, so a cut at i
 
 def run_child(part: str, plan: CheckPlan, result_path: Path) -> int:
     """One part in this process: {"result": ..., "failure": one line or null} goes to `result_path`; a part of
-    KEEPS_AS_IT_GOES writes its result so far there as it goes ({"partial": true}), read if it is cut short."""
+    KEEPS_AS_IT_GOES writes its result so far there as it goes (with no failure: its checks come at its end),
+    read if it is cut short."""
     device = torch.device("cpu" if plan.smoke else "cuda")
 
-    def write(result: dict, failure: str | None, partial: bool = False) -> None:
+    def write(result: dict, failure: str | None) -> None:
         written = result_path.with_suffix(".writing")  # a kill mid-write never leaves half a file
-        written.write_text(json.dumps(finite({"result": result, "failure": failure, "partial": partial})))
+        written.write_text(json.dumps(finite({"result": result, "failure": failure})))
         written.replace(result_path)
 
-    keep = {"keep": lambda so_far: write(so_far, None, partial=True)} if part in KEEPS_AS_IT_GOES else {}
+    keep = {"keep": lambda so_far: write(so_far, None)} if part in KEEPS_AS_IT_GOES else {}
     result, failure = CHILD_PARTS[part](plan, device, **keep)
     write(result, failure)
     return 0
@@ -332,6 +334,15 @@ def finite(value):
     return value
 
 
+UNREADABLE = (OSError, ValueError, KeyError, ET.ParseError)  # no result file, or not one a part writes
+
+
+def last_line(log: str, otherwise: str) -> str:
+    """A part's last line of output (its error, when it crashed), or `otherwise`."""
+    lines = [line for line in log.splitlines() if line.strip()]
+    return lines[-1] if lines else otherwise
+
+
 def run_part(argv: list[str], env: dict, limit_s: float, read_result) -> dict:
     """Run one part's command under a time limit; `read_result()` -> (result, failure or None), or raises.
 
@@ -351,7 +362,7 @@ def run_part(argv: list[str], env: dict, limit_s: float, read_result) -> dict:
             raise
         try:
             kept, _ = read_result()
-        except (OSError, ValueError, KeyError, ET.ParseError):
+        except UNREADABLE:
             kept = None
         kept_note = "; what it measured before is kept" if kept else ""
         return {"status": "timeout", "wall_s": time.perf_counter() - start, "limit_s": limit_s,
@@ -359,13 +370,12 @@ def run_part(argv: list[str], env: dict, limit_s: float, read_result) -> dict:
     record = {"wall_s": time.perf_counter() - start, "limit_s": limit_s, "error": None}
     try:
         result, failure = read_result()
-    except (OSError, ValueError, KeyError, ET.ParseError) as error:
-        lines = [line for line in log.splitlines() if line.strip()]
-        reason = lines[-1] if lines else f"{type(error).__name__}: {error}"
-        return {"status": "error", **record, "error": f"exit code {proc.returncode}: {reason}",
+    except UNREADABLE as error:
+        return {"status": "error", **record,
+                "error": f"exit code {proc.returncode}: {last_line(log, f'{type(error).__name__}: {error}')}",
                 "log_tail": log[-4000:], "result": None}
-    if failure is None and proc.returncode != 0:
-        failure = f"exit code {proc.returncode}"
+    if failure is None and proc.returncode != 0:  # e.g. a crash after a part kept its figures so far
+        failure = f"exit code {proc.returncode}: {last_line(log, 'no output')}"
     if failure is not None:
         record.update(error=failure, log_tail=log[-4000:])
     return {"status": "ok" if failure is None else "failed", **record, "result": result}

@@ -147,10 +147,19 @@ def test_a_part_that_hangs_is_stopped_at_its_limit_with_its_children(tmp_path):
 def test_a_part_cut_at_its_limit_keeps_what_it_wrote_as_it_went(tmp_path):
     written = tmp_path / "graphs.json"
     keeps = ("import json, pathlib, time; pathlib.Path(%r).write_text(json.dumps("
-             "{'result': {'eager_step_ms': 110.0}, 'failure': None, 'partial': True})); time.sleep(60)" % str(written))
+             "{'result': {'eager_step_ms': 110.0}, 'failure': None})); time.sleep(60)" % str(written))
     record = run_part([sys.executable, "-c", keeps], dict(os.environ), 3, lambda: gpu_check.read_child(written))
     assert record["status"] == "timeout" and record["result"] == {"eager_step_ms": 110.0}
     assert record["error"] == "stopped at its 3 s limit; what it measured before is kept"
+
+
+def test_a_part_that_crashes_after_keeping_its_figures_keeps_them_and_names_its_error(tmp_path):
+    written = tmp_path / "graphs.json"
+    crashes = ("import json, pathlib; pathlib.Path(%r).write_text(json.dumps({'result': {'eager_step_ms': 110.0}, "
+               "'failure': None})); raise MemoryError('CUDA out of memory')" % str(written))
+    record = run_part([sys.executable, "-c", crashes], dict(os.environ), 30, lambda: gpu_check.read_child(written))
+    assert record["status"] == "failed" and record["result"] == {"eager_step_ms": 110.0}
+    assert record["error"] == "exit code 1: MemoryError: CUDA out of memory"
 
 
 def test_a_part_whose_checks_fail_keeps_its_result_and_says_why():
